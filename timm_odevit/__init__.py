@@ -1,0 +1,8 @@
+"""timm_odevit: continuous-depth Vision Transformers (ODE-ViT, bViT) as timm models.
+
+``import timm_odevit`` registers every model with timm (``timm.create_model('odevit_tiny_cifar')``).
+"""
+from .layers import CenterNorm, ODEAttention, ODEBlock, ODEViTField, SolverConfig
+from .models import ODEViT
+
+__version__ = '0.1.0'

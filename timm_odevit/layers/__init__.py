@@ -1,0 +1,7 @@
+"""Building blocks: CenterNorm, attention variants, the ODE-ViT field, the solver layer, ODEBlock."""
+from .attention import ATTN_TYPES, ODEAttention
+from .center_norm import CenterNorm
+from .ode_block import ODEBlock
+from .odevit_field import ODEViTField, TimeEmbedding
+from .solver import ADAPTIVE_METHODS, FIXED_GRID_METHODS, METHODS, SolverConfig, solve
+from .spectral_init import spectral_init_

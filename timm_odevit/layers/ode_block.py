@@ -1,0 +1,68 @@
+"""ODEBlock: a continuous-depth layer integrating a token vector field with torchdiffeq."""
+from typing import List, Optional, Tuple
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+from timm.layers import register_notrace_module
+
+from .solver import SolverConfig, solve
+
+
+@register_notrace_module  # torch.fx treats the whole integration as one leaf call
+class ODEBlock(nn.Module):
+    """Maps tokens X(0) (B, N, D) to X(t_end) by integrating dX/dt = field(t, X).
+
+    ``field`` is any module called as ``field(t, x)`` (0-dim time tensor, state (B, N, D)).
+    The solver settings live in ``self.solver`` (a :class:`SolverConfig`) and can be changed at
+    any time with :meth:`set_solver`. After each forward, ``self.nfe`` holds the number of field
+    evaluations it made (backward evaluations of the adjoint method are not counted).
+    """
+
+    def __init__(self, field: nn.Module, solver: Optional[SolverConfig] = None):
+        super().__init__()
+        self.field = field
+        self.solver = solver if solver is not None else SolverConfig()
+        self.grad_checkpointing = False
+        self.nfe = 0
+        self._evals = 0
+
+    @property
+    def num_time_points(self) -> int:
+        """Number of grid points after t = 0 (the 'layers' of forward_intermediates)."""
+        return self.solver.steps
+
+    def time_points(self) -> torch.Tensor:
+        """Times t_1 … t_steps of the states that forward_intermediates indexes, shape (steps,)."""
+        return self.solver.grid()[1:]
+
+    def set_solver(self, **changes) -> SolverConfig:
+        """Change solver settings (method, steps, step_size, rtol, atol, adjoint, ...); returns the new config."""
+        self.solver = self.solver.replace(**changes)
+        return self.solver
+
+    def _rhs(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        self._evals += 1
+        if self.grad_checkpointing and torch.is_grad_enabled() and not self.solver.adjoint:
+            return checkpoint(self.field, t, x, use_reentrant=False)
+        return self.field(t, x)
+
+    def trajectory(self, x: torch.Tensor, indices: List[int]) -> torch.Tensor:
+        """States at grid indices (0-based: index i is t_{i+1}), shape (len(indices), B, N, D).
+
+        Integration stops at the largest index.
+        """
+        self._evals = 0
+        states = solve(
+            self._rhs, x, self.solver, [i + 1 for i in indices],
+            adjoint_params=tuple(self.field.parameters()),
+        )
+        self.nfe = self._evals
+        return states
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """X(0) (B, N, D) -> X(t_end) (B, N, D)."""
+        return self.trajectory(x, [self.solver.steps - 1])[-1]
+
+    def extra_repr(self) -> str:
+        return self.solver.describe()

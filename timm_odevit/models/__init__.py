@@ -1,0 +1,2 @@
+"""Model families; importing this package registers every model with timm."""
+from .odevit import ODEViT

@@ -1,0 +1,33 @@
+"""Shared pieces of the model families: input checks, dataset statistics, token pooling."""
+from typing import Tuple
+
+import torch
+from timm.layers import register_notrace_function
+
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
+CIFAR100_STD = (0.2673, 0.2564, 0.2762)
+
+
+@register_notrace_function
+def check_image_input(
+        x: torch.Tensor,
+        in_chans: int,
+        img_size: Tuple[int, int],
+        patch_size: Tuple[int, int],
+        dynamic_img_size: bool,
+) -> None:
+    """Raise ValueError for an input the model cannot take, naming what is wrong."""
+    if x.ndim != 4:
+        raise ValueError(f'expected an image batch (B, C, H, W), got a tensor of shape {tuple(x.shape)}')
+    if x.shape[1] != in_chans:
+        raise ValueError(f'model takes {in_chans} input channels, got {x.shape[1]} (input shape {tuple(x.shape)})')
+    H, W = x.shape[-2:]
+    if dynamic_img_size:
+        if H % patch_size[0] or W % patch_size[1]:
+            raise ValueError(f'image size {H}x{W} is not divisible by the patch size {patch_size[0]}x{patch_size[1]}')
+    elif (H, W) != tuple(img_size):
+        raise ValueError(
+            f'model was built for {img_size[0]}x{img_size[1]} images, got {H}x{W}; create it with img_size=({H}, {W}) '
+            'or dynamic_img_size=True (position embeddings are resampled)')
