@@ -199,6 +199,7 @@ class ODEViT(nn.Module):
         ref = self.pos_embed
         self.head = nn.Linear(self.embed_dim, num_classes, device=ref.device, dtype=ref.dtype) \
             if num_classes > 0 else nn.Identity()
+        self.head.train(self.training)
 
     def set_input_size(self, img_size: Optional[Tuple[int, int]] = None, patch_size=None) -> None:
         """Change the input resolution, resampling the position embedding (keeps requires_grad)."""

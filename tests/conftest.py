@@ -1,0 +1,23 @@
+"""Test setup: register our models and bring in timm's own model tests for them."""
+import os
+import sys
+import pathlib
+
+import pytest
+
+import timm_odevit  # noqa: F401  (registers the models before any test module is collected)
+
+UPSTREAM_DIR = pathlib.Path(__file__).parent / 'timm_upstream'
+
+
+def pytest_configure(config):
+    if os.environ.get('TIMM_ODEVIT_SKIP_UPSTREAM') == '1':
+        return
+    sys.path.insert(0, str(UPSTREAM_DIR))
+    from prepare import prepare
+    try:
+        prepare()
+    except Exception as e:  # no silent skip: the upstream suite is part of the test command
+        raise pytest.UsageError(
+            f"Could not prepare timm's upstream model tests: {e}\n"
+            'Set TIMM_ODEVIT_SKIP_UPSTREAM=1 to run without them (offline machines).') from e

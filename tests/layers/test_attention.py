@@ -1,0 +1,47 @@
+import math
+
+import pytest
+import torch
+
+from timm_odevit.layers import ODEAttention
+
+
+def _explicit(attn, x):
+    attn.fused_attn = False
+    return attn(x)
+
+
+@pytest.mark.parametrize('attn_type', ['softmax', 'l2'])
+def test_fused_and_explicit_paths_agree(attn_type):
+    torch.manual_seed(0)
+    attn = ODEAttention(32, num_heads=4, attn_type=attn_type).eval()
+    x = torch.randn(2, 9, 32)
+    attn.fused_attn = True
+    fused = attn(x)
+    torch.testing.assert_close(fused, _explicit(attn, x), rtol=1e-5, atol=1e-5)
+
+
+def test_l2_attention_matches_definition_and_is_tied():
+    torch.manual_seed(0)
+    D, H = 16, 2
+    attn = ODEAttention(D, num_heads=H, attn_type='l2').eval()
+    assert not hasattr(attn, 'qkv') and attn.qk.weight.shape == (D, D)  # one matrix for W_Q = W_K
+    x = torch.randn(1, 5, D)
+    attn.keep_attn = True
+    attn(x)
+    q = attn.qk(x).reshape(1, 5, H, D // H).transpose(1, 2)
+    dist2 = (q.unsqueeze(-2) - q.unsqueeze(-3)).pow(2).sum(-1)  # ‖q_i − q_j‖²
+    expected = torch.softmax(-dist2 / math.sqrt(D // H), dim=-1)
+    torch.testing.assert_close(attn.last_attn, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_attention_is_bias_free_by_default():
+    attn = ODEAttention(16, num_heads=2)
+    assert attn.qkv.bias is None and attn.proj.bias is None
+
+
+def test_bad_attention_arguments():
+    with pytest.raises(ValueError, match='attn_type'):
+        ODEAttention(16, 2, attn_type='linear')
+    with pytest.raises(ValueError, match='divisible'):
+        ODEAttention(10, 3)

@@ -1,0 +1,189 @@
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from timm_odevit.layers import ODEBlock, ODEViTField, SolverConfig
+from timm_odevit.layers.solver import ADAPTIVE_METHODS, FIXED_GRID_METHODS, solve
+
+
+def _field(dim=16, heads=2, **kw):
+    torch.manual_seed(0)
+    return ODEViTField(dim, heads, mlp_ratio=2., **kw).eval()
+
+
+class LinearField(nn.Module):
+    """dx/dt = A x (exact solution expm(tA) x0)."""
+
+    def __init__(self, A):
+        super().__init__()
+        self.A = nn.Parameter(A)
+
+    def forward(self, t, x):
+        return x @ self.A.T
+
+
+# ---- configuration --------------------------------------------------------------------------------
+def test_unknown_solver_is_a_clear_error():
+    with pytest.raises(ValueError, match="Unknown ODE solver 'rk5'.*euler"):
+        SolverConfig(method='rk5')
+
+
+@pytest.mark.parametrize('steps', [0, -3, 2.5, True])
+def test_bad_steps(steps):
+    with pytest.raises(ValueError, match='steps'):
+        SolverConfig(steps=steps)
+
+
+def test_bad_tolerances_and_horizon():
+    with pytest.raises(ValueError, match='rtol'):
+        SolverConfig(rtol=0)
+    with pytest.raises(ValueError, match='t_end'):
+        SolverConfig(t_end=-1.)
+    with pytest.raises(ValueError, match='step_size'):
+        SolverConfig(step_size=0.)
+    with pytest.raises(ValueError, match='set by SolverConfig'):
+        SolverConfig(options={'step_size': 0.1})
+
+
+def test_step_size_sets_the_number_of_steps():
+    assert SolverConfig(step_size=0.25).steps == 4
+    assert SolverConfig(step_size=0.3).steps == 4  # ceil: the actual step (0.25) is <= step_size
+    assert SolverConfig(step_size=1 / 12).steps == 12  # no extra step from float round-off
+    cfg = SolverConfig(step_size=0.25).replace(steps=10)
+    assert cfg.steps == 10 and cfg.step_size is None
+
+
+# ---- math -------------------------------------------------------------------------------------------
+def test_euler_equals_hand_written_updates():
+    field = _field().double()
+    x0 = torch.randn(2, 5, 16, dtype=torch.float64)
+    N = 7
+    out = solve(field, x0, SolverConfig(method='euler', steps=N), [N])[-1]
+    x, h = x0, 1 / N
+    for k in range(N):
+        x = x + h * field(torch.tensor(k * h), x)
+    torch.testing.assert_close(out, x, rtol=1e-12, atol=1e-12)
+
+
+def test_trajectory_states_are_the_euler_iterates():
+    field = _field().double()
+    x0 = torch.randn(1, 4, 16, dtype=torch.float64)
+    states = solve(field, x0, SolverConfig(steps=5), [1, 3, 5])
+    x, expected = x0, []
+    for k in range(5):
+        x = x + 0.2 * field(None, x)
+        expected.append(x)
+    torch.testing.assert_close(states, torch.stack([expected[0], expected[2], expected[4]]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize('method', sorted(FIXED_GRID_METHODS))
+def test_nfe_of_fixed_grid_methods(method):
+    block = ODEBlock(_field(), SolverConfig(method=method, steps=6))
+    block(torch.randn(1, 3, 16))
+    if method in ('euler', 'midpoint', 'heun2', 'heun3', 'rk4'):
+        assert block.nfe == 6 * FIXED_GRID_METHODS[method]
+    else:
+        assert block.nfe >= 6
+    block.set_solver(steps=12)
+    block(torch.randn(1, 3, 16))
+    if method in ('euler', 'midpoint', 'heun2', 'heun3', 'rk4'):
+        assert block.nfe == 12 * FIXED_GRID_METHODS[method]
+    assert isinstance(block.nfe, int)
+
+
+@pytest.mark.parametrize('method', ADAPTIVE_METHODS)
+def test_adaptive_solver_respects_tolerance(method):
+    torch.manual_seed(0)
+    A = torch.randn(4, 4, dtype=torch.float64) * 0.8
+    field = LinearField(A)
+    x0 = torch.randn(3, 4, dtype=torch.float64)
+    exact = x0 @ torch.linalg.matrix_exp(A).T
+    errors, nfes = [], []
+    for tol in (1e-3, 1e-8):
+        block = ODEBlock(field, SolverConfig(method=method, rtol=tol, atol=tol, steps=1))
+        with torch.no_grad():
+            out = block(x0)
+        errors.append((out - exact).abs().max().item())
+        nfes.append(block.nfe)
+    scale = 1 + exact.abs().max().item()
+    assert errors[0] < 100 * 1e-3 * scale
+    assert errors[1] < 100 * 1e-8 * scale
+    assert errors[1] < errors[0] and nfes[1] > nfes[0]  # tighter tolerance: more work, less error
+
+
+def test_fixed_grid_converges_at_its_order():
+    A = torch.tensor([[0., 1.], [-1., 0.]], dtype=torch.float64)
+    field = LinearField(A)
+    x0 = torch.tensor([[1., 0.]], dtype=torch.float64)
+    exact = x0 @ torch.linalg.matrix_exp(A).T
+    for method, order in (('euler', 1), ('midpoint', 2), ('rk4', 4)):
+        with torch.no_grad():
+            e1 = (solve(field, x0, SolverConfig(method=method, steps=16), [16])[-1] - exact).norm().item()
+            e2 = (solve(field, x0, SolverConfig(method=method, steps=32), [32])[-1] - exact).norm().item()
+        assert abs(math.log2(e1 / e2) - order) < 0.3, method
+
+
+def test_adjoint_and_direct_backprop_agree():
+    field = _field(dim=8, heads=2, depth_scale=2.).double()
+    x0 = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
+    grads = []
+    for adjoint in (False, True):
+        block = ODEBlock(field, SolverConfig(method='dopri5', rtol=1e-9, atol=1e-9, adjoint=adjoint))
+        field.zero_grad()
+        x0.grad = None
+        block(x0).pow(2).sum().backward()
+        grads.append([x0.grad.clone()] + [p.grad.clone() for p in field.parameters()])
+    for g_direct, g_adjoint in zip(*grads):
+        torch.testing.assert_close(g_adjoint, g_direct, rtol=1e-4, atol=1e-6)
+
+
+def test_adjoint_on_a_fixed_grid_runs_backwards_on_the_same_step():
+    field = _field(dim=8, heads=2, depth_scale=2.).double()
+    x0 = torch.randn(1, 3, 8, dtype=torch.float64, requires_grad=True)
+    grads = []
+    for adjoint in (False, True):
+        x0.grad = None
+        block = ODEBlock(field, SolverConfig(method='rk4', steps=32, adjoint=adjoint))
+        block(x0).sum().backward()
+        grads.append(x0.grad.clone())
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-7)
+
+
+# ---- failures -----------------------------------------------------------------------------------
+class ExplodingField(nn.Module):
+    def forward(self, t, x):
+        return x * 1e30
+
+
+@pytest.mark.parametrize('method', ['euler', 'rk4'])
+def test_blow_up_raises_with_solver_settings(method):
+    block = ODEBlock(ExplodingField(), SolverConfig(method=method, steps=12))
+    with pytest.raises(FloatingPointError, match=f"non-finite.*method='{method}'.*steps=12"):
+        block(torch.ones(1, 2, 4))
+
+
+def test_blow_up_in_adaptive_solver_raises():
+    block = ODEBlock(ExplodingField(), SolverConfig(method='dopri5'))
+    with pytest.raises(FloatingPointError, match="method='dopri5'"):
+        block(torch.ones(1, 2, 4))
+
+
+def test_check_finite_opt_out_returns_the_state():
+    block = ODEBlock(ExplodingField(), SolverConfig(steps=12, check_finite=False))
+    assert not torch.isfinite(block(torch.ones(1, 2, 4))).all()
+
+
+def test_bad_indices():
+    with pytest.raises(ValueError, match='indices'):
+        solve(_field(), torch.randn(1, 2, 16), SolverConfig(steps=4), [5])
+    with pytest.raises(ValueError, match='indices'):
+        solve(_field(), torch.randn(1, 2, 16), SolverConfig(steps=4), [3, 2])
+
+
+def test_meta_tensors_keep_shape():
+    x0 = torch.empty(2, 5, 16, device='meta')
+    field = ODEViTField(16, 2, device='meta')
+    out = solve(field, x0, SolverConfig(steps=4), [2, 4])
+    assert out.shape == (2, 2, 5, 16) and out.is_meta

@@ -1,0 +1,236 @@
+import copy
+
+import pytest
+import timm
+import torch
+
+import timm_odevit
+from timm_odevit.models.odevit import ODEViT, checkpoint_filter_fn
+
+ALL = ['odevit_tiny_cifar', 'odevit_small_cifar', 'odevit_small_patch16_224', 'odevit_base_patch16_224']
+
+
+def _params(model, exclude=()):
+    return sum(p.numel() for n, p in model.named_parameters() if not n.startswith(exclude))
+
+
+@pytest.fixture(scope='module')
+def tiny():
+    torch.manual_seed(0)
+    return timm.create_model('odevit_tiny_cifar').eval()
+
+
+def test_all_variants_registered():
+    assert set(ALL) <= set(timm.list_models('odevit_*'))
+
+
+def test_tiny_cifar_size_and_logits(tiny):
+    assert 0.4e6 <= _params(tiny) <= 0.65e6
+    logits = tiny(torch.randn(3, 3, 32, 32))
+    assert logits.shape == (3, 10) and torch.isfinite(logits).all()
+    assert tiny.nfe == 12
+
+
+@pytest.mark.parametrize('name,lo,hi,exclude', [
+    ('odevit_small_cifar', 3.5e6, 4.5e6, ()),
+    # teacher–student shapes: trainable = everything but the teacher's (frozen) patch embedding
+    ('odevit_small_patch16_224', 3.6e6, 4.0e6, ('patch_embed',)),
+    ('odevit_base_patch16_224', 6.8e6, 7.4e6, ('patch_embed',)),
+])
+def test_variant_sizes(name, lo, hi, exclude):
+    with torch.device('meta'):
+        model = timm.create_model(name)
+    assert lo <= _params(model, exclude) <= hi
+
+
+def test_pretrained_cfg_has_cifar_statistics(tiny):
+    cfg = tiny.pretrained_cfg
+    assert cfg['input_size'] == (3, 32, 32) and cfg['num_classes'] == 10
+    assert cfg['mean'] == timm_odevit.models._common.CIFAR10_MEAN
+    small = timm.create_model('odevit_small_cifar', pretrained=False, device='meta')
+    assert small.num_classes == 100 and small.pretrained_cfg['mean'] == timm_odevit.models._common.CIFAR100_MEAN
+
+
+# ---- solver knobs -----------------------------------------------------------------------------
+def test_solver_kwargs_and_set_solver():
+    model = timm.create_model('odevit_tiny_cifar', solver='midpoint', steps=6).eval()
+    x = torch.randn(1, 3, 32, 32)
+    model(x)
+    assert model.nfe == 12
+    model.set_solver(method='rk4', steps=48)
+    assert torch.isfinite(model(x)).all() and model.nfe == 192
+    model.set_solver(method='euler', step_size=0.25)
+    model(x)
+    assert model.nfe == 4
+    with pytest.raises(ValueError, match='Unknown ODE solver'):
+        model.set_solver(method='leapfrog')
+
+
+def test_more_steps_converge_to_the_same_function(tiny):
+    model = copy.deepcopy(tiny).double()
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    outs = {}
+    for steps in (48, 96, 192):
+        model.set_solver(method='rk4', steps=steps)
+        outs[steps] = model.forward_features(x)
+    assert (outs[96] - outs[192]).abs().max() < (outs[48] - outs[192]).abs().max() + 1e-9
+    assert (outs[96] - outs[192]).abs().max() < 1e-3
+
+
+# ---- timm API ---------------------------------------------------------------------------------
+def test_forward_intermediates_nlc_nchw_prefix(tiny):
+    x = torch.randn(2, 3, 32, 32)
+    final, inter = tiny.forward_intermediates(x, indices=[0, 5, 11], output_fmt='NCHW')
+    assert [t.shape for t in inter] == [(2, 256, 8, 8)] * 3
+    torch.testing.assert_close(final, tiny.forward_features(x))
+    inter = tiny.forward_intermediates(x, indices=2, output_fmt='NLC', intermediates_only=True,
+                                       return_prefix_tokens=True)
+    assert len(inter) == 2
+    spatial, prefix = inter[0]
+    assert spatial.shape == (2, 64, 256) and prefix.shape == (2, 11, 256)  # [CLS] + 10 registers
+    out = tiny.forward_intermediates(x, indices=[3], output_dict=True, return_prefix_tokens=True)
+    assert set(out) == {'image_intermediates', 'image_intermediates_prefix', 'image_features'}
+
+
+def test_intermediates_are_the_euler_states(tiny):
+    model = copy.deepcopy(tiny).double()
+    x = torch.randn(1, 3, 32, 32, dtype=torch.float64)
+    states = model.forward_intermediates(x, output_fmt='NLC', intermediates_only=True, return_prefix_tokens=True)
+    z = model._embed(x)
+    for k in range(12):
+        z = z + (1 / 12) * model.field(None, z)
+        spatial, prefix = states[k]
+        torch.testing.assert_close(torch.cat([prefix, spatial], 1), z, rtol=1e-10, atol=1e-10)
+
+
+def test_prune_shortens_the_horizon(tiny):
+    model = copy.deepcopy(tiny)
+    x = torch.randn(1, 3, 32, 32)
+    taps = model.forward_intermediates(x, intermediates_only=True)
+    kept = model.prune_intermediate_layers([4])
+    assert kept == [4] and model.solver.steps == 5 and abs(model.solver.t_end - 5 / 12) < 1e-12
+    torch.testing.assert_close(model.forward_intermediates(x, indices=kept, intermediates_only=True)[0], taps[4])
+    assert model.num_classes == 0
+
+
+def test_features_only():
+    model = timm.create_model('odevit_tiny_cifar', features_only=True, out_indices=(3, 7, 11)).eval()
+    feats = model(torch.randn(2, 3, 32, 32))
+    assert [f.shape for f in feats] == [(2, 256, 8, 8)] * 3
+    assert model.feature_info.channels() == [256] * 3 and model.feature_info.reduction() == [4] * 3
+
+
+def test_head_api(tiny):
+    model = copy.deepcopy(tiny)
+    x = torch.randn(2, 3, 32, 32)
+    feats = model.forward_features(x)
+    assert model.forward_head(feats, pre_logits=True).shape == (2, 256)
+    model.reset_classifier(5, 'avg')
+    assert model.forward(x).shape == (2, 5) and model.get_classifier().out_features == 5
+    model.reset_classifier(0, '')
+    assert model(x).shape == (2, 75, 256)
+    with pytest.raises(ValueError, match='global_pool'):
+        model.reset_classifier(3, 'attention')
+    assert {'pos_embed', 'cls_token', 'reg_token'} == model.no_weight_decay()
+
+
+def test_grad_checkpointing_gives_the_same_gradients():
+    torch.manual_seed(0)
+    model = timm.create_model('odevit_tiny_cifar', steps=4)
+    x = torch.randn(2, 3, 32, 32)
+    grads = []
+    for enable in (False, True):
+        model.zero_grad()
+        model.set_grad_checkpointing(enable)
+        model(x).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    for n in grads[0]:
+        torch.testing.assert_close(grads[1][n], grads[0][n], rtol=1e-4, atol=1e-6)
+
+
+def test_adjoint_model_trains():
+    model = timm.create_model('odevit_tiny_cifar', solver='rk4', steps=3, adjoint=True)
+    model(torch.randn(2, 3, 32, 32)).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    assert model.nfe == 12  # the forward's evaluations only
+
+
+def test_img_size_tuple_and_dynamic_size():
+    model = timm.create_model('odevit_tiny_cifar', img_size=(32, 48), steps=2).eval()
+    assert model(torch.randn(1, 3, 32, 48)).shape == (1, 10)
+    dyn = timm.create_model('odevit_tiny_cifar', dynamic_img_size=True, steps=2).eval()
+    assert dyn(torch.randn(1, 3, 48, 64)).shape == (1, 10)
+    assert dyn.forward_intermediates(torch.randn(1, 3, 48, 64), indices=1)[1][0].shape == (1, 256, 12, 16)
+
+
+def test_device_dtype_kwargs():
+    model = timm.create_model('odevit_tiny_cifar', steps=2, dtype=torch.bfloat16).eval()
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())
+    out = model(torch.randn(1, 3, 32, 32, dtype=torch.bfloat16))
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out.float()).all()
+
+
+def test_variants_options():
+    x = torch.randn(1, 3, 32, 32)
+    for kwargs in ({'attn_type': 'l2'}, {'final_norm': False}, {'reg_tokens': 0}, {'time_conditioned': True},
+                   {'class_token': False, 'global_pool': 'avg'}, {'bias': True}):
+        model = timm.create_model('odevit_tiny_cifar', steps=3, **kwargs).eval()
+        assert torch.isfinite(model(x)).all(), kwargs
+
+
+def test_time_conditioned_field_starts_autonomous():
+    torch.manual_seed(0)
+    a = timm.create_model('odevit_tiny_cifar', steps=3).eval()
+    b = timm.create_model('odevit_tiny_cifar', steps=3, time_conditioned=True).eval()
+    b.load_state_dict(a.state_dict(), strict=False)
+    x = torch.randn(1, 3, 32, 32)
+    torch.testing.assert_close(a(x), b(x))
+
+
+def test_checkpoint_filter_resamples_pos_embed(tiny):
+    sd = {'state_dict': {'module.' + k: v for k, v in tiny.state_dict().items()}}
+    bigger = ODEViT(img_size=64, patch_size=4, embed_dim=256, num_heads=4)
+    bigger.load_state_dict(checkpoint_filter_fn(sd, bigger))
+    assert bigger.pos_embed.shape == (1, 1 + 256, 256)
+
+
+# ---- bad input -------------------------------------------------------------------------------
+def test_wrong_channels(tiny):
+    with pytest.raises(ValueError, match='3 input channels, got 1'):
+        tiny(torch.randn(1, 1, 32, 32))
+
+
+def test_wrong_image_size(tiny):
+    with pytest.raises(ValueError, match='built for 32x32 images, got 64x64'):
+        tiny(torch.randn(1, 3, 64, 64))
+    with pytest.raises(ValueError, match=r'\(B, C, H, W\)'):
+        tiny(torch.randn(3, 32, 32))
+
+
+def test_size_not_divisible_by_patch():
+    dyn = timm.create_model('odevit_tiny_cifar', dynamic_img_size=True)
+    with pytest.raises(ValueError, match='not divisible by the patch size'):
+        dyn(torch.randn(1, 3, 30, 32))
+    with pytest.raises(ValueError, match='not divisible by patch_size'):
+        timm.create_model('odevit_tiny_cifar', img_size=30)
+
+
+def test_unknown_kwargs_and_bad_solver_args():
+    with pytest.raises(TypeError):
+        timm.create_model('odevit_tiny_cifar', not_an_arg=1)
+    with pytest.raises(ValueError, match='Unknown ODE solver'):
+        timm.create_model('odevit_tiny_cifar', solver='rk45')
+    with pytest.raises(ValueError, match='steps'):
+        timm.create_model('odevit_tiny_cifar', steps=0)
+    with pytest.raises(ValueError, match='global_pool'):
+        timm.create_model('odevit_tiny_cifar', global_pool='map')
+
+
+def test_blow_up_raises_instead_of_nan_logits():
+    model = timm.create_model('odevit_tiny_cifar', steps=2).eval()
+    with torch.no_grad():
+        model.field.mlp.fc2.weight.fill_(1e38)
+    with pytest.raises(FloatingPointError, match="method='euler', steps=2"):
+        model(torch.randn(1, 3, 32, 32))
+    model.set_solver(check_finite=False)
+    assert not torch.isfinite(model(torch.randn(1, 3, 32, 32))).all()
