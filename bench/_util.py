@@ -1,0 +1,47 @@
+"""Shared helpers for the benchmarks: interleaved timing and result files."""
+import json
+import os
+import pathlib
+import platform
+import statistics
+import sys
+import time
+from typing import Callable, Dict
+
+import torch
+
+RESULTS = pathlib.Path(__file__).resolve().parent / 'results'
+
+
+def time_interleaved(fns: Dict[str, Callable[[], None]], repeats: int, warmup: int = 2) -> Dict[str, Dict[str, float]]:
+    """Time each fn `repeats` times, rotating the order every round so drift hits all alike."""
+    names = list(fns)
+    for _ in range(warmup):
+        for n in names:
+            fns[n]()
+    samples = {n: [] for n in names}
+    for r in range(repeats):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order:
+            t0 = time.perf_counter()
+            fns[n]()
+            samples[n].append(time.perf_counter() - t0)
+    return {n: {'median_s': statistics.median(s), 'min_s': min(s), 'repeats': len(s)} for n, s in samples.items()}
+
+
+def environment() -> Dict[str, str]:
+    import timm
+    import torchdiffeq
+    return {
+        'python': platform.python_version(), 'torch': torch.__version__, 'timm': timm.__version__,
+        'torchdiffeq': torchdiffeq.__version__, 'cpu_threads': torch.get_num_threads(),
+        'device': 'cuda:' + torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or 'cpu',
+        'command': ' '.join([os.path.basename(sys.executable)] + sys.argv),
+    }
+
+
+def write_result(name: str, payload: dict) -> pathlib.Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f'{name}.json'
+    path.write_text(json.dumps({'environment': environment(), **payload}, indent=2) + '\n')
+    return path

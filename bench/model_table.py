@@ -1,0 +1,59 @@
+"""Params and FLOPs of every registered timm_odevit model (and its matched baselines), measured.
+
+FLOPs: one forward at batch 1 and the default input size, counted by torch.utils.flop_counter
+(a multiply-add = 2 FLOPs); GFLOPs reported. Prints a markdown table and writes
+bench/results/model_table.json.
+
+    python bench/model_table.py
+"""
+import timm
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import timm_odevit  # noqa: F401
+from _util import write_result
+
+
+def describe(name: str) -> dict:
+    model = timm.create_model(name).eval()
+    cfg = model.pretrained_cfg
+    x = torch.randn(1, *cfg['input_size'])
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(x)
+    row = {
+        'model': name,
+        'params_M': sum(p.numel() for p in model.parameters()) / 1e6,
+        'gflops': counter.get_total_flops() / 1e9,
+        'input': cfg['input_size'][-1],
+        'num_classes': model.num_classes,
+    }
+    solver = getattr(model, 'solver', None)
+    field = getattr(model, 'field', None)
+    if field is not None and hasattr(field, 'attn'):
+        row.update(dim=model.embed_dim, heads=field.attn.num_heads, mlp_ratio=field.mlp.fc1.out_features / model.embed_dim)
+    if hasattr(model, 'patch_embed'):
+        row.update(patch=model.patch_embed.patch_size[0],
+                   tokens=model.patch_embed.num_patches + getattr(model, 'num_prefix_tokens', 1))
+    if solver is not None:
+        row.update(solver=solver.method, steps=solver.steps, nfe=model.nfe)
+    return row
+
+
+def main():
+    names = timm.list_models(module=['odevit', 'bvit'])
+    rows = [describe(n) for n in names]
+    cols = ['model', 'dim', 'heads', 'mlp_ratio', 'patch', 'tokens', 'solver', 'steps', 'nfe', 'params_M', 'gflops']
+    print('| ' + ' | '.join(cols) + ' |')
+    print('|' + '---|' * len(cols))
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c, '–')
+            cells.append(f'{v:.3f}' if isinstance(v, float) and c in ('params_M', 'gflops') else
+                         f'{v:g}' if isinstance(v, float) else str(v))
+        print('| ' + ' | '.join(cells) + ' |')
+    print(f'wrote {write_result("model_table", {"benchmark": "model_table", "rows": rows})}')
+
+
+if __name__ == '__main__':
+    main()
