@@ -3,6 +3,6 @@
 ``import timm_odevit`` registers every model with timm (``timm.create_model('odevit_tiny_cifar')``).
 """
 from .layers import CenterNorm, ODEAttention, ODEBlock, ODEViTField, SolverConfig
-from .models import ODEViT
+from .models import BViT, ODEViT
 
 __version__ = '0.1.0'

@@ -5,7 +5,7 @@ import timm
 import torch
 
 import timm_odevit
-from timm_odevit.models.odevit import ODEViT, checkpoint_filter_fn
+from timm_odevit.models.odevit import ODEViT, checkpoint_filter_fn  # noqa: F401
 
 ALL = ['odevit_tiny_cifar', 'odevit_small_cifar', 'odevit_small_patch16_224', 'odevit_base_patch16_224']
 

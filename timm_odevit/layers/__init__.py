@@ -1,7 +1,9 @@
 """Building blocks: CenterNorm, attention variants, the ODE-ViT field, the solver layer, ODEBlock."""
 from .attention import ATTN_TYPES, ODEAttention
+from .block_fields import FIELD_TYPES, BlockField
 from .center_norm import CenterNorm
 from .ode_block import ODEBlock
+from .recurrent_block import RecurrentBlock
 from .odevit_field import ODEViTField, TimeEmbedding
-from .solver import ADAPTIVE_METHODS, FIXED_GRID_METHODS, METHODS, SolverConfig, solve
+from .solver import ADAPTIVE_METHODS, FIXED_GRID_METHODS, METHODS, SolverConfig, assert_finite, solve
 from .spectral_init import spectral_init_

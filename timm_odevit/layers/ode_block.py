@@ -41,6 +41,10 @@ class ODEBlock(nn.Module):
         self.solver = self.solver.replace(**changes)
         return self.solver
 
+    def truncate(self, num_points: int) -> None:
+        """Keep the first ``num_points`` grid points: horizon num_points·h, same step length."""
+        self.set_solver(t_end=self.solver.h * num_points, steps=num_points)
+
     def _rhs(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         self._evals += 1
         if self.grad_checkpointing and torch.is_grad_enabled() and not self.solver.adjoint:

@@ -161,9 +161,14 @@ def solve(
     except AssertionError as e:  # torchdiffeq signals a failed adaptive solve (e.g. 'underflow in dt nan')
         raise FloatingPointError(f'ODE solver failed ({config.describe()}): {e}') from e
     states = states[1:]
-    if config.check_finite and not states.is_meta and not bool(torch.isfinite(states[-1]).all()):
-        raise FloatingPointError(
-            f'ODE state became non-finite (NaN/Inf) while integrating with {config.describe()}. '
-            'The dynamics blew up: use more steps, a stabler solver or a smaller depth scale, '
-            'or pass check_finite=False to handle it yourself.')
+    if config.check_finite:
+        assert_finite(states[-1], f'integrating with {config.describe()}')
     return states
+
+
+def assert_finite(state: torch.Tensor, during: str) -> None:
+    """Raise FloatingPointError if ``state`` holds NaN/Inf (one reduction, one host sync)."""
+    if not state.is_meta and not bool(torch.isfinite(state).all()):
+        raise FloatingPointError(
+            f'ODE state became non-finite (NaN/Inf) while {during}. The dynamics blew up: use more '
+            'steps, a stabler solver or a smaller depth scale, or pass check_finite=False to handle it yourself.')

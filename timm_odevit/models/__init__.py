@@ -1,2 +1,3 @@
 """Model families; importing this package registers every model with timm."""
+from .bvit import BViT
 from .odevit import ODEViT

@@ -1,0 +1,323 @@
+"""bViT: single-block recurrent Vision Transformers and their training regimes.
+
+Papers: bViT (arXiv 2605.10661) and "Training Crossroads for Recurrent Vision Transformers:
+Recurrence, Neural ODEs, and Deep Supervision" (arXiv 2608.04879).
+
+One standard timm pre-norm ``Block`` B (LayerNorm, qkv bias) is applied over and over:
+
+    regime='recurrent':                    z_t = B(z_{t−1}),  t = 1..T
+    regime='ode', field='state_subtracted': ż = B(z) − z   (Euler, h = 1, T steps ≡ recurrent)
+    regime='ode', field='naive':            ż = B(z)       (block as a black-box field)
+
+In the ODE regime the horizon is t ∈ [0, T] (``iterations``) and ``steps`` grid steps of the
+chosen solver cover it: block evaluations = steps × evaluations per step (euler 1, midpoint 2,
+rk4 4), so RK4 with steps = T/4 matches the block evaluations of T recurrent iterations.
+
+Stage-wise deep supervision: ``stages`` lists the time points (1-based) that get a
+classification loss, with a shared head or one head per stage and ``stage_weights``; the loss is
+computed by :class:`timm_odevit.tasks.DeepSupervisionTask` from ``model(x, return_stages=True)``.
+``set_iterations(n)`` runs the trained block for n iterations (horizon n) at inference.
+
+Matched discrete baselines (timm ``VisionTransformer``) are registered beside each bViT:
+``*_flops_matched`` = T independent blocks of the same width (same FLOPs), ``*_params_matched``
+= 4 blocks at half the width (4·12·(D/2)² = 12·D² block parameters, the bViT's parameter memory).
+"""
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.layers import trunc_normal_
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn as vit_filter_fn
+
+from ..layers import BlockField, ODEBlock, RecurrentBlock, SolverConfig
+from ._common import CIFAR10_MEAN, CIFAR10_STD, CIFAR100_MEAN, CIFAR100_STD
+from ._token_model import TokenTrajectoryModel, checkpoint_filter_fn
+
+__all__ = ['BViT']
+
+REGIMES = ('recurrent', 'ode')
+STAGE_HEADS = ('shared', 'separate')
+
+
+def _check_stages(stages: Sequence[int], num_points: int) -> Tuple[int, ...]:
+    stages = tuple(stages)
+    if not stages or any(isinstance(s, bool) or not isinstance(s, int) for s in stages):
+        raise ValueError(f'stages must be a non-empty sequence of integers, got {stages!r}')
+    if any(b <= a for a, b in zip(stages, stages[1:])):
+        raise ValueError(f'stages must be strictly increasing, got {stages}')
+    if stages[0] < 1 or stages[-1] > num_points:
+        raise ValueError(f'stages {stages} lie outside the horizon: time points are 1..{num_points}')
+    return stages
+
+
+class BViT(TokenTrajectoryModel):
+    """Single-block recurrent ViT: tokens (B, 1 + M, D) through one timm ``Block`` T times."""
+
+    def __init__(
+            self,
+            img_size: Union[int, Tuple[int, int]] = 32,
+            patch_size: Union[int, Tuple[int, int]] = 4,
+            in_chans: int = 3,
+            num_classes: int = 10,
+            global_pool: str = 'token',
+            embed_dim: int = 192,
+            num_heads: int = 3,
+            mlp_ratio: float = 4.,
+            qkv_bias: bool = True,
+            iterations: int = 12,
+            regime: str = 'recurrent',
+            field: str = 'state_subtracted',
+            solver: str = 'euler',
+            steps: Optional[int] = None,
+            rtol: float = 1e-3,
+            atol: float = 1e-4,
+            adjoint: bool = False,
+            check_finite: bool = True,
+            solver_options: Optional[Dict[str, Any]] = None,
+            stages: Optional[Sequence[int]] = None,
+            stage_heads: str = 'shared',
+            stage_weights: Optional[Sequence[float]] = None,
+            class_token: bool = True,
+            reg_tokens: int = 0,
+            final_norm: bool = True,
+            dynamic_img_size: bool = False,
+            drop_rate: float = 0.,
+            pos_drop_rate: float = 0.,
+            attn_drop_rate: float = 0.,
+            proj_drop_rate: float = 0.,
+            drop_path_rate: float = 0.,
+            device=None,
+            dtype=None,
+    ):
+        """
+        Args:
+            embed_dim, num_heads, mlp_ratio, qkv_bias: the one timm Block.
+            iterations: T, the training horizon (recurrent iterations / ODE time span [0, T]).
+            regime: 'recurrent' or 'ode'.
+            field: ODE field, 'state_subtracted' (ż = B(z) − z) or 'naive' (ż = B(z)).
+            solver, steps, rtol, atol, adjoint, solver_options: ODE solver (steps default T, h = T/steps).
+            check_finite: raise FloatingPointError on a NaN/Inf final state.
+            stages: 1-based time points with a classification loss (default: the last only).
+            stage_heads: 'shared' (one head for all stages) or 'separate' (one per stage).
+            stage_weights: loss weight per stage (normalised to sum 1; default uniform).
+            Other args as timm's VisionTransformer.
+        """
+        dd = {'device': device, 'dtype': dtype}
+        super().__init__(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
+            global_pool=global_pool, embed_dim=embed_dim, class_token=class_token, reg_tokens=reg_tokens,
+            final_norm=final_norm, norm_layer=nn.LayerNorm, dynamic_img_size=dynamic_img_size,
+            drop_rate=drop_rate, pos_drop_rate=pos_drop_rate, **dd)
+        if regime not in REGIMES:
+            raise ValueError(f'Unknown regime {regime!r}; choose one of {REGIMES}')
+        if stage_heads not in STAGE_HEADS:
+            raise ValueError(f'Unknown stage_heads {stage_heads!r}; choose one of {STAGE_HEADS}')
+        self.regime = regime
+        block = Block(
+            embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop_rate,
+            attn_drop=attn_drop_rate, drop_path=drop_path_rate, **dd)
+        block_field = BlockField(block, field)
+        if regime == 'recurrent':
+            if steps is not None or solver != 'euler' or adjoint:
+                raise ValueError("solver, steps and adjoint apply to regime='ode', not 'recurrent'")
+            self.ode = RecurrentBlock(block_field, iterations, check_finite=check_finite)
+        else:
+            RecurrentBlock(block_field, iterations)  # same validation of iterations in both regimes
+            self.ode = ODEBlock(block_field, SolverConfig(
+                method=solver, steps=iterations if steps is None else steps, t_end=float(iterations),
+                rtol=rtol, atol=atol, adjoint=adjoint, check_finite=check_finite,
+                options=dict(solver_options or {})))
+
+        self.stages = _check_stages(stages if stages is not None else (self.num_time_points,), self.num_time_points)
+        weights = [1.] * len(self.stages) if stage_weights is None else [float(w) for w in stage_weights]
+        if len(weights) != len(self.stages) or any(w < 0 for w in weights) or sum(weights) <= 0:
+            raise ValueError(f'stage_weights must be {len(self.stages)} non-negative numbers with a positive sum, '
+                             f'got {stage_weights!r}')
+        self.stage_weights = tuple(w / sum(weights) for w in weights)
+        self.stage_head_type = stage_heads
+        self.stage_heads = self._new_stage_heads(num_classes)
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """timm ViT init: truncated-normal(0.02) linears, zero biases, tokens as timm."""
+        for m in self.modules():
+            if isinstance(m, nn.Linear) and not m.weight.is_meta:
+                trunc_normal_(m.weight, std=.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        self._init_tokens()
+
+    # ---- depth ------------------------------------------------------------------------------
+    @property
+    def block(self) -> nn.Module:
+        return self.ode.field.block
+
+    @property
+    def iterations(self) -> int:
+        """Current horizon T (recurrent iterations, or ODE time span)."""
+        return self.ode.iterations if self.regime == 'recurrent' else round(self.ode.solver.t_end)
+
+    def set_iterations(self, iterations: int) -> None:
+        """Run for ``iterations`` (horizon [0, iterations] in the ODE regime, same step length)."""
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ValueError(f'iterations must be an integer >= 1, got {iterations!r}')
+        if self.regime == 'recurrent':
+            self.ode.set_iterations(iterations)
+        else:
+            self.ode.set_solver(t_end=float(iterations))
+
+    def set_solver(self, **changes) -> SolverConfig:
+        if self.regime != 'ode':
+            raise ValueError("set_solver applies to regime='ode'; this model is recurrent")
+        return self.ode.set_solver(**changes)
+
+    # ---- heads --------------------------------------------------------------------------------
+    def _new_stage_heads(self, num_classes: int) -> nn.ModuleList:
+        n = len(self.stages) - 1 if self.stage_head_type == 'separate' else 0
+        return nn.ModuleList([self._new_head(num_classes) for _ in range(n)])
+
+    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+        super().reset_classifier(num_classes, global_pool)
+        self.stage_heads = self._new_stage_heads(num_classes)
+
+    def _head_for(self, stage: int) -> nn.Module:
+        """Stage heads of training stages; the final head for every other time point."""
+        if self.stage_heads and stage in self.stages[:-1]:
+            return self.stage_heads[self.stages.index(stage)]
+        return self.head
+
+    def forward_stages(self, x: torch.Tensor, stages: Optional[Sequence[int]] = None) -> List[torch.Tensor]:
+        """Logits at 1-based time points ``stages`` (default: the training stages), each (B, classes)."""
+        stages = self.stages if stages is None else _check_stages(stages, self.num_time_points)
+        if stages[-1] > self.num_time_points:
+            raise ValueError(f'stages {stages} lie outside the horizon: time points are 1..{self.num_time_points}')
+        states = self.ode.trajectory(self._embed(x), [s - 1 for s in stages])
+        return [self._head_for(s)(self._pool(self.norm(z))) for s, z in zip(stages, states)]
+
+    def forward(self, x: torch.Tensor, return_stages: bool = False):
+        """Logits (B, classes); with ``return_stages`` the list of per-stage logits (deep supervision)."""
+        if return_stages:
+            return self.forward_stages(x)
+        return self.forward_head(self.forward_features(x))
+
+
+def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
+    return {
+        'url': url,
+        'num_classes': 10,
+        'input_size': (3, 32, 32),
+        'pool_size': None,
+        'crop_pct': 1.0,
+        'interpolation': 'bicubic',
+        'fixed_input_size': True,
+        'mean': CIFAR10_MEAN,
+        'std': CIFAR10_STD,
+        'first_conv': 'patch_embed.proj',
+        'classifier': 'head',
+        'license': 'apache-2.0',
+        'paper_ids': 'arXiv:2608.04879',
+        **kwargs,
+    }
+
+
+_c100 = dict(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD)
+_in1k = dict(num_classes=1000, input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD)
+
+default_cfgs = generate_default_cfgs({
+    'bvit_tiny_cifar': _cfg(),
+    'bvit_small_cifar': _cfg(**_c100),
+    'bvit_base_patch16_224': _cfg(**_in1k),
+    'vit_tiny_cifar_flops_matched': _cfg(),
+    'vit_tiny_cifar_params_matched': _cfg(),
+    'vit_small_cifar_flops_matched': _cfg(**_c100),
+    'vit_small_cifar_params_matched': _cfg(**_c100),
+    'vit_base_patch16_224_flops_matched': _cfg(**_in1k),
+    'vit_base_patch16_224_params_matched': _cfg(**_in1k),
+})
+
+
+def _create_bvit(variant: str, pretrained: bool = False, **kwargs) -> BViT:
+    out_indices = kwargs.pop('out_indices', 3)
+    return build_model_with_cfg(
+        BViT, variant, pretrained,
+        pretrained_filter_fn=checkpoint_filter_fn,
+        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
+        **kwargs,
+    )
+
+
+def _create_baseline(variant: str, pretrained: bool = False, **kwargs) -> VisionTransformer:
+    out_indices = kwargs.pop('out_indices', 3)
+    return build_model_with_cfg(
+        VisionTransformer, variant, pretrained,
+        pretrained_filter_fn=vit_filter_fn,
+        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
+        **kwargs,
+    )
+
+
+_TINY = dict(img_size=32, patch_size=4, embed_dim=192, num_heads=3)
+_SMALL = dict(img_size=32, patch_size=4, embed_dim=384, num_heads=6)
+_BASE = dict(img_size=224, patch_size=16, embed_dim=768, num_heads=12)
+
+
+def _params_matched(size: Dict[str, Any]) -> Dict[str, Any]:
+    """4 blocks at half the width: 4·12·(D/2)² = 12·D², one bViT block's parameters."""
+    return dict(size, embed_dim=size['embed_dim'] // 2, num_heads=max(size['num_heads'] // 2, 3), depth=4)
+
+
+@register_model
+def bvit_tiny_cifar(pretrained: bool = False, **kwargs) -> BViT:
+    """bViT, one block D 192 / 3 heads, T = 12, patch 4, 32 px (CIFAR-10)."""
+    return _create_bvit('bvit_tiny_cifar', pretrained=pretrained, **dict(_TINY, **kwargs))
+
+
+@register_model
+def bvit_small_cifar(pretrained: bool = False, **kwargs) -> BViT:
+    """bViT, one block D 384 / 6 heads, T = 12, patch 4, 32 px (CIFAR-100)."""
+    return _create_bvit('bvit_small_cifar', pretrained=pretrained, **dict(_SMALL, **kwargs))
+
+
+@register_model
+def bvit_base_patch16_224(pretrained: bool = False, **kwargs) -> BViT:
+    """bViT, one ViT-Base block D 768 / 12 heads, T = 12, patch 16, 224 px."""
+    return _create_bvit('bvit_base_patch16_224', pretrained=pretrained, **dict(_BASE, **kwargs))
+
+
+@register_model
+def vit_tiny_cifar_flops_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Discrete ViT with the FLOPs of bvit_tiny_cifar: 12 independent D 192 blocks."""
+    return _create_baseline('vit_tiny_cifar_flops_matched', pretrained, **dict(_TINY, depth=12, **kwargs))
+
+
+@register_model
+def vit_tiny_cifar_params_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Discrete ViT with the block parameters of bvit_tiny_cifar: 4 blocks of D 96."""
+    return _create_baseline('vit_tiny_cifar_params_matched', pretrained, **dict(_params_matched(_TINY), **kwargs))
+
+
+@register_model
+def vit_small_cifar_flops_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Discrete ViT with the FLOPs of bvit_small_cifar: 12 independent D 384 blocks."""
+    return _create_baseline('vit_small_cifar_flops_matched', pretrained, **dict(_SMALL, depth=12, **kwargs))
+
+
+@register_model
+def vit_small_cifar_params_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Discrete ViT with the block parameters of bvit_small_cifar: 4 blocks of D 192."""
+    return _create_baseline('vit_small_cifar_params_matched', pretrained, **dict(_params_matched(_SMALL), **kwargs))
+
+
+@register_model
+def vit_base_patch16_224_flops_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Discrete ViT with the FLOPs of bvit_base_patch16_224: 12 independent D 768 blocks."""
+    return _create_baseline('vit_base_patch16_224_flops_matched', pretrained, **dict(_BASE, depth=12, **kwargs))
+
+
+@register_model
+def vit_base_patch16_224_params_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Discrete ViT with the block parameters of bvit_base_patch16_224: 4 blocks of D 384."""
+    return _create_baseline(
+        'vit_base_patch16_224_params_matched', pretrained, **dict(_params_matched(_BASE), **kwargs))
