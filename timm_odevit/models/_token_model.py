@@ -12,6 +12,7 @@ from torch import nn
 from timm.layers import PatchEmbed, global_pool_nlc, resample_abs_pos_embed, to_2tuple, trunc_normal_
 from timm.models._features import feature_take_indices
 
+from ..layers import SolverConfig
 from ._common import check_image_input
 
 GLOBAL_POOL_TYPES = ('', 'token', 'avg', 'max', 'avgmax')
@@ -74,6 +75,17 @@ class TokenTrajectoryModel(nn.Module):
         self.norm = norm_layer(embed_dim, **dd) if final_norm else nn.Identity()
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(embed_dim, num_classes, **dd) if num_classes > 0 else nn.Identity()
+
+    @property
+    def solver(self) -> Optional[SolverConfig]:
+        """The ODE solver settings (None for a plain recurrence)."""
+        return getattr(self.ode, 'solver', None)
+
+    def set_solver(self, **changes) -> SolverConfig:
+        """Change how the ODE is integrated, e.g. ``set_solver(method='rk4', steps=48)``."""
+        if self.solver is None:
+            raise ValueError(f"set_solver applies to ODE models (regime='ode'); this {type(self).__name__} is recurrent")
+        return self.ode.set_solver(**changes)
 
     @property
     def num_time_points(self) -> int:

@@ -168,11 +168,6 @@ class BViT(TokenTrajectoryModel):
         else:
             self.ode.set_solver(t_end=float(iterations))
 
-    def set_solver(self, **changes) -> SolverConfig:
-        if self.regime != 'ode':
-            raise ValueError("set_solver applies to regime='ode'; this model is recurrent")
-        return self.ode.set_solver(**changes)
-
     # ---- heads --------------------------------------------------------------------------------
     def _new_stage_heads(self, num_classes: int) -> nn.ModuleList:
         n = len(self.stages) - 1 if self.stage_head_type == 'separate' else 0

@@ -114,14 +114,6 @@ class ODEViT(TokenTrajectoryModel):
     def field(self) -> ODEViTField:
         return self.ode.field
 
-    @property
-    def solver(self) -> SolverConfig:
-        return self.ode.solver
-
-    def set_solver(self, **changes) -> SolverConfig:
-        """Change how the ODE is integrated, e.g. ``set_solver(method='rk4', steps=48)``."""
-        return self.ode.set_solver(**changes)
-
 
 def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
     return {

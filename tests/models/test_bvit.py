@@ -1,0 +1,153 @@
+import pytest
+import timm
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+import timm_odevit  # noqa: F401
+from timm_odevit.evaluation import accuracy_vs_iterations
+
+
+@pytest.fixture(scope='module')
+def recurrent():
+    torch.manual_seed(0)
+    return timm.create_model('bvit_tiny_cifar').eval()
+
+
+def _as(regime_kwargs, source):
+    model = timm.create_model('bvit_tiny_cifar', **regime_kwargs).eval().double()
+    model.load_state_dict(source.state_dict())  # same parameter names in every regime
+    return model
+
+
+def test_size_and_logits(recurrent):
+    block_params = sum(p.numel() for p in recurrent.block.parameters())
+    D = recurrent.embed_dim
+    assert block_params == 12 * D * D + 13 * D  # one timm Block: 12D² + 13D
+    out = recurrent(torch.randn(2, 3, 32, 32))
+    assert out.shape == (2, 10) and torch.isfinite(out).all() and recurrent.nfe == 12
+
+
+def test_euler_h1_state_subtracted_is_the_recurrence(recurrent):
+    ref = recurrent.double()
+    x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
+    expected = ref(x)
+    ode = _as(dict(regime='ode', field='state_subtracted', solver='euler'), ref)
+    assert ode.solver.h == 1.0 and ode.solver.steps == 12
+    torch.testing.assert_close(ode(x), expected, rtol=1e-10, atol=1e-10)
+    naive = _as(dict(regime='ode', field='naive', solver='euler'), ref)
+    assert (naive.forward_features(x) - ref.forward_features(x)).abs().max() > 1e-2
+    recurrent.float()
+
+
+def test_iterates_are_block_applications(recurrent):
+    x = torch.randn(1, 3, 32, 32)
+    states = recurrent.forward_intermediates(x, output_fmt='NLC', intermediates_only=True, return_prefix_tokens=True)
+    z = recurrent._embed(x)
+    for k in range(12):
+        z = recurrent.block(z)
+        spatial, prefix = states[k]
+        torch.testing.assert_close(torch.cat([prefix, spatial], 1), z)
+
+
+@pytest.mark.parametrize('solver,steps,evals', [('euler', 12, 12), ('midpoint', 6, 12), ('rk4', 3, 12)])
+def test_matched_block_evaluations(solver, steps, evals):
+    model = timm.create_model('bvit_tiny_cifar', regime='ode', solver=solver, steps=steps).eval()
+    model(torch.randn(1, 3, 32, 32))
+    assert model.nfe == evals and model.solver.t_end == 12
+
+
+@pytest.mark.parametrize('kwargs', [{}, {'regime': 'ode'}, {'regime': 'ode', 'solver': 'rk4', 'steps': 3}])
+def test_runs_beyond_the_training_horizon(kwargs):
+    model = timm.create_model('bvit_tiny_cifar', **kwargs).eval()
+    x = torch.randn(2, 3, 32, 32)
+    model.set_iterations(48)
+    out = model(x)
+    assert out.shape == (2, 10) and torch.isfinite(out).all()
+    assert model.nfe == 48 and model.iterations == 48
+    model.set_iterations(12)
+    assert model.iterations == 12
+
+
+def test_accuracy_vs_iterations_restores_the_horizon(recurrent):
+    data = [(torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,)))] * 2
+    curve = accuracy_vs_iterations(recurrent, data, iterations=48)
+    assert [r['point'] for r in curve] == list(range(1, 49))
+    assert all(0 <= r['top1'] <= 100 for r in curve)
+    logits = recurrent(data[0][0])
+    assert curve[11]['top1'] == 100. * (logits.argmax(-1) == data[0][1]).float().mean().item()
+    assert recurrent.iterations == 12
+    with pytest.raises(TypeError, match='no iterations'):
+        accuracy_vs_iterations(timm.create_model('odevit_tiny_cifar'), data, 4)
+
+
+def test_stage_outputs_and_heads():
+    model = timm.create_model('bvit_tiny_cifar', stages=(4, 8, 12), stage_heads='separate',
+                              stage_weights=(1, 1, 2)).eval()
+    assert model.stage_weights == (0.25, 0.25, 0.5)
+    x = torch.randn(2, 3, 32, 32)
+    stage_logits = model(x, return_stages=True)
+    assert len(stage_logits) == 3 and all(s.shape == (2, 10) for s in stage_logits)
+    torch.testing.assert_close(stage_logits[-1], model(x))
+    assert len(model.stage_heads) == 2
+    model.reset_classifier(5)
+    assert all(s.shape == (2, 5) for s in model(x, return_stages=True))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match='regime'):
+        timm.create_model('bvit_tiny_cifar', regime='loop')
+    with pytest.raises(ValueError, match='field'):
+        timm.create_model('bvit_tiny_cifar', regime='ode', field='other')
+    with pytest.raises(ValueError, match='iterations'):
+        timm.create_model('bvit_tiny_cifar', iterations=0)
+    with pytest.raises(ValueError, match='iterations'):
+        timm.create_model('bvit_tiny_cifar', regime='ode', iterations=-2)
+    with pytest.raises(ValueError, match='outside the horizon'):
+        timm.create_model('bvit_tiny_cifar', stages=(6, 13))
+    with pytest.raises(ValueError, match='outside the horizon'):
+        timm.create_model('bvit_tiny_cifar', stages=(0, 12))
+    with pytest.raises(ValueError, match='increasing'):
+        timm.create_model('bvit_tiny_cifar', stages=(12, 6))
+    with pytest.raises(ValueError, match='stage_weights'):
+        timm.create_model('bvit_tiny_cifar', stages=(6, 12), stage_weights=(1.,))
+    with pytest.raises(ValueError, match="regime='ode'"):
+        timm.create_model('bvit_tiny_cifar', solver='rk4')
+    with pytest.raises(ValueError, match='Unknown ODE solver'):
+        timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk45')
+    model = timm.create_model('bvit_tiny_cifar')
+    with pytest.raises(ValueError, match='iterations'):
+        model.set_iterations(0)
+    with pytest.raises(ValueError, match="regime='ode'"):
+        model.set_solver(steps=4)
+    with pytest.raises(ValueError, match='3 input channels'):
+        model(torch.randn(1, 4, 32, 32))
+    with pytest.raises(TypeError):
+        timm.create_model('bvit_tiny_cifar', unknown_kwarg=3)
+
+
+@pytest.mark.parametrize('kwargs', [{}, {'regime': 'ode'}])
+def test_nan_dynamics_raise(kwargs):
+    model = timm.create_model('bvit_tiny_cifar', **kwargs).eval()
+    with torch.no_grad():
+        model.block.mlp.fc2.bias.fill_(float('nan'))
+    with pytest.raises(FloatingPointError, match='non-finite'):
+        model(torch.randn(1, 3, 32, 32))
+
+
+def _flops(model, size):
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(torch.randn(1, 3, size, size))
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize('size', ['tiny', 'small'])
+def test_matched_baselines(size):
+    bvit = timm.create_model(f'bvit_{size}_cifar').eval()
+    flops_vit = timm.create_model(f'vit_{size}_cifar_flops_matched').eval()
+    params_vit = timm.create_model(f'vit_{size}_cifar_params_matched').eval()
+    assert abs(_flops(flops_vit, 32) / _flops(bvit, 32) - 1) < 0.01
+    bvit_blocks = sum(p.numel() for p in bvit.block.parameters())
+    vit_blocks = sum(p.numel() for p in params_vit.blocks.parameters())
+    assert abs(vit_blocks / bvit_blocks - 1) < 0.02
+    assert len(flops_vit.blocks) == 12 and flops_vit.embed_dim == bvit.embed_dim

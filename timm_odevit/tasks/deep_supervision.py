@@ -1,0 +1,49 @@
+"""Stage-wise deep supervision as a timm TrainingTask."""
+from typing import Callable, Dict, Sequence
+
+import torch
+from torch import nn
+from timm.task import ClassificationTask
+
+
+def deep_supervision_loss(
+        stage_logits: Sequence[torch.Tensor],
+        target: torch.Tensor,
+        criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        weights: Sequence[float],
+) -> torch.Tensor:
+    """L = Σ_k w_k · criterion(logits_k, target) over the supervised stages k."""
+    if len(stage_logits) != len(weights):
+        raise ValueError(f'{len(stage_logits)} stage outputs but {len(weights)} stage weights')
+    return sum(w * criterion(logits, target) for w, logits in zip(weights, stage_logits))
+
+
+def _unwrap(module: nn.Module) -> nn.Module:
+    while True:
+        inner = getattr(module, 'module', None) or getattr(module, '_orig_mod', None)
+        if inner is None:
+            return module
+        module = inner
+
+
+class DeepSupervisionTask(ClassificationTask):
+    """Classification loss at every stage of a model with ``forward(x, return_stages=True)``.
+
+    The model (e.g. :class:`timm_odevit.BViT` with ``stages=(3, 6, 9, 12)``) returns one logits
+    tensor per stage; the loss is ``deep_supervision_loss`` with the model's ``stage_weights``.
+    The model is called through its (DDP) wrapper, so every stage head gets gradients on all ranks.
+    ``output`` is the last stage's logits (what train.py's accuracy meters see).
+    """
+
+    def __init__(self, model: nn.Module, *args, **kwargs):
+        inner = _unwrap(model)
+        if not hasattr(inner, 'forward_stages') or not hasattr(inner, 'stage_weights'):
+            raise TypeError(f'{type(inner).__name__} has no stages: deep supervision needs a model with '
+                            'forward(x, return_stages=True) and stage_weights (e.g. bvit_* with stages=...)')
+        super().__init__(model, *args, **kwargs)
+
+    def forward(self, input: torch.Tensor, target: torch.Tensor) -> Dict[str, torch.Tensor]:
+        stage_logits = self.trainable_module(input, return_stages=True)
+        weights = _unwrap(self.trainable_module).stage_weights
+        loss = deep_supervision_loss(stage_logits, target, self.criterion, weights)
+        return {'loss': loss, 'output': stage_logits[-1]}
