@@ -86,12 +86,16 @@ def test_stage_outputs_and_heads():
                               stage_weights=(1, 1, 2)).eval()
     assert model.stage_weights == (0.25, 0.25, 0.5)
     x = torch.randn(2, 3, 32, 32)
-    stage_logits = model(x, return_stages=True)
+    stage_logits = model.forward_stages(x)
     assert len(stage_logits) == 3 and all(s.shape == (2, 10) for s in stage_logits)
     torch.testing.assert_close(stage_logits[-1], model(x))
     assert len(model.stage_heads) == 2
+    model.stage_outputs = True
+    assert torch.is_tensor(model(x))  # eval forward stays the final logits
+    model.train()
+    assert len(model(x)) == 3
     model.reset_classifier(5)
-    assert all(s.shape == (2, 5) for s in model(x, return_stages=True))
+    assert all(s.shape == (2, 5) for s in model.forward_stages(x))
 
 
 def test_bad_arguments():

@@ -25,12 +25,19 @@ def test_loss_is_the_weighted_sum_of_stage_losses():
     assert all(p.grad is not None for p in model.parameters())  # every stage head is trained
 
 
+def test_eval_mode_gives_the_final_loss():
+    model = timm.create_model('bvit_tiny_cifar', stages=(6, 12)).eval()
+    task = DeepSupervisionTask(model, criterion=torch.nn.CrossEntropyLoss())
+    x, y = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+    torch.testing.assert_close(task(x, y)['loss'], F.cross_entropy(model(x), y))
+
+
 def test_single_stage_equals_classification():
     torch.manual_seed(0)
     model = timm.create_model('bvit_tiny_cifar')
     x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
-    ds = DeepSupervisionTask(model, criterion=torch.nn.CrossEntropyLoss())(x, y)['loss']
     plain = ClassificationTask(model, criterion=torch.nn.CrossEntropyLoss())(x, y)['loss']
+    ds = DeepSupervisionTask(model, criterion=torch.nn.CrossEntropyLoss())(x, y)['loss']
     torch.testing.assert_close(ds, plain)
 
 

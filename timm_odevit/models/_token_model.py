@@ -8,6 +8,7 @@ embedding, the final norm and head, and the whole timm model API on top of them.
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import torch
+import torch.fx
 from torch import nn
 from timm.layers import PatchEmbed, global_pool_nlc, resample_abs_pos_embed, to_2tuple, trunc_normal_
 from timm.models._features import feature_take_indices
@@ -16,6 +17,7 @@ from ..layers import SolverConfig
 from ._common import check_image_input
 
 GLOBAL_POOL_TYPES = ('', 'token', 'avg', 'max', 'avgmax')
+torch.fx.wrap('check_image_input')  # a leaf call in FX graphs: its shape checks stay at run time
 
 
 def _check_pool(global_pool: str, has_class_token: bool) -> None:

@@ -15,7 +15,7 @@ rk4 4), so RK4 with steps = T/4 matches the block evaluations of T recurrent ite
 
 Stage-wise deep supervision: ``stages`` lists the time points (1-based) that get a
 classification loss, with a shared head or one head per stage and ``stage_weights``; the loss is
-computed by :class:`timm_odevit.tasks.DeepSupervisionTask` from ``model(x, return_stages=True)``.
+computed by :class:`timm_odevit.tasks.DeepSupervisionTask` (training forward returns every stage).
 ``set_iterations(n)`` runs the trained block for n iterations (horizon n) at inference.
 
 Matched discrete baselines (timm ``VisionTransformer``) are registered beside each bViT:
@@ -137,6 +137,7 @@ class BViT(TokenTrajectoryModel):
                              f'got {stage_weights!r}')
         self.stage_weights = tuple(w / sum(weights) for w in weights)
         self.stage_head_type = stage_heads
+        self.stage_outputs = False  # set by DeepSupervisionTask: training forward returns all stages
         self.stage_heads = self._new_stage_heads(num_classes)
         self.init_weights()
 
@@ -171,7 +172,7 @@ class BViT(TokenTrajectoryModel):
     # ---- heads --------------------------------------------------------------------------------
     def _new_stage_heads(self, num_classes: int) -> nn.ModuleList:
         n = len(self.stages) - 1 if self.stage_head_type == 'separate' else 0
-        return nn.ModuleList([self._new_head(num_classes) for _ in range(n)])
+        return nn.ModuleList([self._new_head(num_classes) for _ in range(n)]).train(self.training)
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
         super().reset_classifier(num_classes, global_pool)
@@ -191,9 +192,10 @@ class BViT(TokenTrajectoryModel):
         states = self.ode.trajectory(self._embed(x), [s - 1 for s in stages])
         return [self._head_for(s)(self._pool(self.norm(z))) for s, z in zip(stages, states)]
 
-    def forward(self, x: torch.Tensor, return_stages: bool = False):
-        """Logits (B, classes); with ``return_stages`` the list of per-stage logits (deep supervision)."""
-        if return_stages:
+    def forward(self, x: torch.Tensor):
+        """Logits (B, classes). In training mode with ``stage_outputs`` set (by
+        :class:`DeepSupervisionTask`) the list of per-stage logits instead."""
+        if self.training and self.stage_outputs:
             return self.forward_stages(x)
         return self.forward_head(self.forward_features(x))
 

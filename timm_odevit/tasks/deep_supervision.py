@@ -27,23 +27,27 @@ def _unwrap(module: nn.Module) -> nn.Module:
 
 
 class DeepSupervisionTask(ClassificationTask):
-    """Classification loss at every stage of a model with ``forward(x, return_stages=True)``.
+    """Classification loss at every stage of a staged model (e.g. :class:`timm_odevit.BViT` with
+    ``stages=(3, 6, 9, 12)``).
 
-    The model (e.g. :class:`timm_odevit.BViT` with ``stages=(3, 6, 9, 12)``) returns one logits
-    tensor per stage; the loss is ``deep_supervision_loss`` with the model's ``stage_weights``.
-    The model is called through its (DDP) wrapper, so every stage head gets gradients on all ranks.
-    ``output`` is the last stage's logits (what train.py's accuracy meters see).
+    The task switches the model's ``stage_outputs`` on, so its training forward returns one
+    logits tensor per stage (eval forward is unchanged); the loss is ``deep_supervision_loss``
+    with the model's ``stage_weights``. The model is called through its (DDP) wrapper, so every
+    stage head gets gradients on all ranks. ``output`` is the last stage's logits.
     """
 
     def __init__(self, model: nn.Module, *args, **kwargs):
         inner = _unwrap(model)
-        if not hasattr(inner, 'forward_stages') or not hasattr(inner, 'stage_weights'):
+        if not hasattr(inner, 'stage_outputs') or not hasattr(inner, 'stage_weights'):
             raise TypeError(f'{type(inner).__name__} has no stages: deep supervision needs a model with '
-                            'forward(x, return_stages=True) and stage_weights (e.g. bvit_* with stages=...)')
+                            'stage_outputs and stage_weights (e.g. bvit_* with stages=...)')
+        inner.stage_outputs = True
         super().__init__(model, *args, **kwargs)
 
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> Dict[str, torch.Tensor]:
-        stage_logits = self.trainable_module(input, return_stages=True)
-        weights = _unwrap(self.trainable_module).stage_weights
+        output = self.trainable_module(input)
+        if torch.is_tensor(output):  # eval mode: the final logits only
+            return {'loss': self.criterion(output, target), 'output': output}
+        stage_logits, weights = output, _unwrap(self.trainable_module).stage_weights
         loss = deep_supervision_loss(stage_logits, target, self.criterion, weights)
         return {'loss': loss, 'output': stage_logits[-1]}
