@@ -27,22 +27,26 @@ def describe(name: str) -> dict:
         'input': cfg['input_size'][-1],
         'num_classes': model.num_classes,
     }
+    attn = next(m for m in model.modules() if hasattr(m, 'num_heads'))
+    mlp_fc1 = next(m for n, m in model.named_modules() if n.endswith('mlp.fc1'))
+    row.update(dim=model.embed_dim, heads=attn.num_heads, mlp_ratio=mlp_fc1.out_features / model.embed_dim)
     solver = getattr(model, 'solver', None)
-    field = getattr(model, 'field', None)
-    if field is not None and hasattr(field, 'attn'):
-        row.update(dim=model.embed_dim, heads=field.attn.num_heads, mlp_ratio=field.mlp.fc1.out_features / model.embed_dim)
+    # block (or field) evaluations per forward: independent blocks, iterations or solver NFE
+    row['block_evals'] = len(model.blocks) if hasattr(model, 'blocks') else model.nfe
+    row['regime'] = getattr(model, 'regime', 'ode' if solver is not None else 'discrete')
     if hasattr(model, 'patch_embed'):
         row.update(patch=model.patch_embed.patch_size[0],
                    tokens=model.patch_embed.num_patches + getattr(model, 'num_prefix_tokens', 1))
     if solver is not None:
-        row.update(solver=solver.method, steps=solver.steps, nfe=model.nfe)
+        row.update(solver=solver.method, steps=solver.steps)
     return row
 
 
 def main():
     names = timm.list_models(module=['odevit', 'bvit'])
     rows = [describe(n) for n in names]
-    cols = ['model', 'dim', 'heads', 'mlp_ratio', 'patch', 'tokens', 'solver', 'steps', 'nfe', 'params_M', 'gflops']
+    cols = ['model', 'regime', 'dim', 'heads', 'mlp_ratio', 'patch', 'tokens', 'solver', 'steps', 'block_evals',
+            'params_M', 'gflops']
     print('| ' + ' | '.join(cols) + ' |')
     print('|' + '---|' * len(cols))
     for r in rows:
