@@ -76,6 +76,86 @@ def load_script(path: pathlib.Path):
     return module
 
 
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    """timm_odevit's flags, added to train.py's own parser (and its --config YAML keys)."""
+    for action in parser._actions:
+        if '--kd-distill-type' in action.option_strings and 'trajectory' not in action.choices:
+            action.choices = list(action.choices) + ['trajectory']
+            action.help = (action.help or '') + " 'trajectory': timm_odevit trajectory distillation."
+    group = parser.add_argument_group('timm_odevit trajectory distillation (--kd-distill-type trajectory)')
+    group.add_argument('--kd-teacher-checkpoint', default=None, type=str,
+                       help='local checkpoint file for the --kd-model-name architecture')
+    group.add_argument('--kd-mapping', default='uniform', choices=['uniform', 'arclength', 'softmax'],
+                       help='teacher block -> student time point mapping')
+    group.add_argument('--kd-mapping-temperature', default=30., type=float, help='T of the softmax mapping')
+    group.add_argument('--kd-tokens', default='cls', choices=['cls', 'all'], help='tokens aligned per time point')
+    group.add_argument('--kd-ce-start-epoch', default=0, type=int, help='epoch from which the CE loss is on')
+    group.add_argument('--kd-init-student', action='store_true', default=False,
+                       help="copy the teacher's patch embedding, [CLS], pos embedding (frozen) and head")
+
+
+def _install_tasks(module) -> None:
+    """Route train.py's task construction to timm_odevit's tasks where they apply."""
+    from timm.utils import unwrap_model
+    from timm_odevit.tasks import DeepSupervisionTask, TrajectoryDistillationTask
+    original_parse, classification = module._parse_args, module.ClassificationTask
+    state = {}
+
+    def parse_args():
+        args, args_text = original_parse()
+        if args.kd_distill_type == 'trajectory':
+            if not args.kd_model_name:
+                raise SystemExit('error: --kd-distill-type trajectory needs --kd-model-name (the teacher)')
+            args.kd_distill_type = 'feature'  # train.py's branch that builds FeatureDistillationTask
+            state['trajectory'] = args
+        return args, args_text
+
+    def classification_task(model, criterion=None, **kwargs):
+        inner = unwrap_model(model)
+        if len(getattr(inner, 'stages', ())) > 1:
+            return DeepSupervisionTask(model, criterion=criterion, **kwargs)
+        return classification(model, criterion=criterion, **kwargs)
+
+    def feature_task(student_model, teacher_model, criterion=None, distill_loss_weight=None, task_loss_weight=None,
+                     device=None, dtype=None, verbose=True, **feature_kwargs):
+        args = state.get('trajectory')
+        if args is None:
+            return feature_distillation(
+                student_model=student_model, teacher_model=teacher_model, criterion=criterion,
+                distill_loss_weight=distill_loss_weight, task_loss_weight=task_loss_weight,
+                device=device, dtype=dtype, verbose=verbose, **feature_kwargs)
+        return TrajectoryDistillationTask(
+            student_model, teacher_model, criterion=criterion, teacher_checkpoint=args.kd_teacher_checkpoint,
+            mapping=args.kd_mapping, mapping_temperature=args.kd_mapping_temperature, tokens=args.kd_tokens,
+            distill_loss_weight=distill_loss_weight, task_loss_weight=task_loss_weight,
+            ce_start_epoch=args.kd_ce_start_epoch, init_student_from_teacher=args.kd_init_student,
+            device=device, dtype=dtype, verbose=verbose)
+
+    feature_distillation = module.FeatureDistillationTask
+    module._parse_args = parse_args
+    module.ClassificationTask = classification_task
+    module.FeatureDistillationTask = feature_task
+
+
+def _check_image_folder(rest: List[str]) -> None:
+    """Fail early and clearly when an ImageFolder --data-dir holds no images."""
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument('--data-dir', '--data_dir', default=None)
+    probe.add_argument('--dataset', '-d', default='')
+    probe.add_argument('--train-split', default='train')
+    known, _ = probe.parse_known_args(rest)
+    if not known.data_dir or known.dataset:
+        return
+    root = pathlib.Path(known.data_dir)
+    split = root / known.train_split
+    search = split if split.is_dir() else root
+    exts = {'.png', '.jpg', '.jpeg', '.bmp', '.webp', '.gif', '.tif', '.tiff'}
+    if not root.exists():
+        raise SystemExit(f'error: --data-dir {root} does not exist')
+    if not any(p.suffix.lower() in exts for p in search.rglob('*')):
+        raise SystemExit(f'error: no images under {search} (expected an ImageFolder: {search}/<class>/<image>)')
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument('--timm-train', default=None, help='path to timm train.py (validate.py is found beside it)')
@@ -89,6 +169,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     except FileNotFoundError as e:
         raise SystemExit(f'error: {e}')
     module = load_script(path)
+    if not ours.validate:
+        _add_arguments(module.parser)
+        _install_tasks(module)
+        _check_image_folder(rest)
     if not any(a == '--device' or a.startswith('--device=') for a in rest):
         import torch
         if not torch.cuda.is_available():  # train.py defaults to cuda; run on the CPU instead of failing

@@ -1,2 +1,4 @@
 """timm TrainingTask subclasses used from train.py."""
 from .deep_supervision import DeepSupervisionTask, deep_supervision_loss
+from .time_mapping import MAPPINGS, map_teacher_to_student, teacher_step_distances
+from .trajectory_distillation import TrajectoryDistillationTask, TrajectoryStudent, load_teacher
