@@ -32,10 +32,13 @@ def cache_dir() -> pathlib.Path:
 
 def locate_script(script: str = 'train.py', explicit: Optional[str] = None, download: bool = True) -> pathlib.Path:
     """Find timm's ``train.py`` or ``validate.py`` (see module docstring for the search order)."""
-    candidates = []
     if explicit:
         path = pathlib.Path(explicit)
-        candidates.append(path if path.name == script else path.with_name(script))
+        path = path if path.name == script else path.with_name(script)
+        if not path.is_file():
+            raise FileNotFoundError(f'timm {script} not found at {path}')
+        return path
+    candidates = []
     env_train = os.environ.get('TIMM_TRAIN_PY')
     if script == 'validate.py' and os.environ.get('TIMM_VALIDATE_PY'):
         candidates.append(pathlib.Path(os.environ['TIMM_VALIDATE_PY']))
@@ -46,7 +49,7 @@ def locate_script(script: str = 'train.py', explicit: Optional[str] = None, down
     for path in candidates:
         if path.is_file():
             return path
-    if explicit or env_train:
+    if env_train:
         raise FileNotFoundError(f'timm {script} not found at {candidates[0]}')
     if download:
         url = RAW_URL.format(version=timm.__version__, script=script)
