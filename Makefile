@@ -29,7 +29,7 @@ train: $(STAMP)
 	$(BIN)/python -m timm_odevit.train --config $(CONFIG) $(DATA_ARGS) --output $(OUTPUT) $(ARGS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(ARGS)
+	$(BIN)/python -m pytest -q --durations=10 $(ARGS)
 
 bench: $(STAMP)
 	cd bench && ../$(BIN)/python solver_overhead.py && ../$(BIN)/python model_table.py
