@@ -2,10 +2,17 @@
 import os
 import sys
 import pathlib
+import tempfile
 
 import pytest
 
-import timm_odevit  # noqa: F401  (registers the models before any test module is collected)
+# Hub tests run timm's real Hugging Face path offline against a cache of our own: both variables
+# are read when huggingface_hub is imported, so they are set before anything imports it.
+HF_CACHE = tempfile.mkdtemp(prefix='timm_odevit_hf_cache_')
+os.environ['HF_HUB_CACHE'] = HF_CACHE
+os.environ['HF_HUB_OFFLINE'] = '1'
+
+import timm_odevit  # noqa: E402,F401  (registers the models before any test module is collected)
 
 UPSTREAM_DIR = pathlib.Path(__file__).parent / 'timm_upstream'
 

@@ -1,5 +1,5 @@
 """Shared pieces of the model families: input checks, dataset statistics, token pooling."""
-from typing import Tuple
+from typing import Dict, Tuple
 
 import torch
 from timm.layers import register_notrace_function
@@ -31,3 +31,22 @@ def check_image_input(
         raise ValueError(
             f'model was built for {img_size[0]}x{img_size[1]} images, got {H}x{W}; create it with img_size=({H}, {W}) '
             'or dynamic_img_size=True (position embeddings are resampled)')
+
+
+def check_state_dict(model: torch.nn.Module, state: Dict[str, torch.Tensor], source: str = 'checkpoint',
+                     allow: tuple = ()) -> None:
+    """ValueError naming missing / unexpected / mis-shaped keys (``allow``: key prefixes exempt,
+    e.g. a classifier that timm adapts or drops afterwards)."""
+    own = model.state_dict()
+    missing = sorted(k for k in set(own) - set(state) if not k.startswith(allow))
+    unexpected = sorted(k for k in set(state) - set(own) if not k.startswith(allow))
+    shapes = [f'{k}: {tuple(state[k].shape)} vs model {tuple(own[k].shape)}' for k in sorted(set(own) & set(state))
+              if state[k].shape != own[k].shape and not k.startswith(allow)]
+    if missing or unexpected or shapes:
+        raise ValueError(
+            f'{source} does not match {type(model).__name__}: '
+            + '; '.join(part for part in (
+                f'{len(missing)} missing keys {missing[:4]}' if missing else '',
+                f'{len(unexpected)} unexpected keys {unexpected[:4]}' if unexpected else '',
+                f'shape mismatches {shapes[:4]}' if shapes else '') if part)
+            + ' — weights of another architecture or configuration?')

@@ -14,7 +14,7 @@ from timm.layers import PatchEmbed, global_pool_nlc, resample_abs_pos_embed, to_
 from timm.models._features import feature_take_indices
 
 from ..layers import SolverConfig
-from ._common import check_image_input
+from ._common import check_image_input, check_state_dict
 
 GLOBAL_POOL_TYPES = ('', 'token', 'avg', 'max', 'avgmax')
 torch.fx.wrap('check_image_input')  # a leaf call in FX graphs: its shape checks stay at run time
@@ -265,7 +265,9 @@ class TokenTrajectoryModel(nn.Module):
 
 def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: TokenTrajectoryModel) -> Dict[str, torch.Tensor]:
     """Unwrap train.py checkpoints (state_dict_ema / state_dict / model), strip DDP's 'module.',
-    and resample pos_embed to the model's patch grid."""
+    resample pos_embed to the model's patch grid, and refuse weights of another architecture with
+    a ValueError naming the keys (before anything is copied into the model). Solver settings are
+    not weights: a checkpoint trained with another solver loads."""
     for key in ('state_dict_ema', 'state_dict', 'model'):
         if key in state_dict and isinstance(state_dict[key], dict):
             state_dict = state_dict[key]
@@ -280,4 +282,6 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: TokenTrajec
                 v, new_size=model.patch_embed.grid_size, old_size=(old, old),
                 num_prefix_tokens=num_prefix, verbose=True)
         out[k] = v
+    # classifier / first conv are adapted by timm after this filter (num_classes, in_chans)
+    check_state_dict(model, out, source='pretrained weights', allow=('head.', 'stage_heads.', 'patch_embed.proj.'))
     return out

@@ -1,0 +1,162 @@
+"""Export / load / publish in timm's Hugging Face format, through timm's real hub code, offline."""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+
+import pytest
+import timm
+import torch
+from safetensors.torch import load_file, save_file
+
+import timm_odevit  # noqa: F401
+from timm_odevit import hub
+
+CIFAR = pathlib.Path(__file__).resolve().parents[1].parent / 'shared' / 'data' / 'cifar10'
+
+
+@pytest.fixture(scope='module')
+def eval_dir(tmp_path_factory):
+    if not CIFAR.is_dir():
+        pytest.skip(f'CIFAR-10 ImageFolder not found at {CIFAR}')
+    root = tmp_path_factory.mktemp('cifar_eval')
+    for c in sorted(os.listdir(CIFAR / 'test')):
+        (root / 'test' / c).mkdir(parents=True)
+        for f in sorted(os.listdir(CIFAR / 'test' / c))[:3]:
+            shutil.copy(CIFAR / 'test' / c / f, root / 'test' / c / f)
+    return root
+
+
+@pytest.fixture(scope='module')
+def exported(tmp_path_factory, eval_dir):
+    """A train.py-style checkpoint (trained with rk4, 3 steps) exported to a Hub folder."""
+    tmp = tmp_path_factory.mktemp('export')
+    torch.manual_seed(0)
+    model = timm.create_model('odevit_tiny_cifar', solver='rk4', steps=3)
+    args = argparse.Namespace(model='odevit_tiny_cifar', model_kwargs={'solver': 'rk4', 'steps': 3}, epochs=1, lr=1e-3)
+    torch.save({'arch': 'odevit_tiny_cifar', 'args': args, 'epoch': 0, 'state_dict': model.state_dict()},
+               tmp / 'last.pth.tar')
+    folder = tmp / 'odevit_tiny_cifar.test'
+    metrics = hub.export(str(tmp / 'last.pth.tar'), str(folder), eval_dir=str(eval_dir),
+                         repo_id='timm-odevit/odevit_tiny_cifar.test')
+    return folder, model.eval(), metrics
+
+
+def test_export_writes_timm_hub_format(exported):
+    folder, model, metrics = exported
+    assert {p.name for p in folder.iterdir()} >= {'config.json', 'model.safetensors', 'README.md'}
+    config = json.loads((folder / 'config.json').read_text())
+    assert config['architecture'] == 'odevit_tiny_cifar' and config['num_classes'] == 10
+    assert config['model_args']['solver'] == 'rk4' and config['model_args']['steps'] == 3
+    cfg = config['pretrained_cfg']
+    assert tuple(cfg['mean']) == pytest.approx((0.4914, 0.4822, 0.4465)) and cfg['input_size'] == [3, 32, 32]
+    card = (folder / 'README.md').read_text()
+    assert card.startswith('---\n') and 'library_name: timm' in card and 'model-index:' in card
+    assert f"value: {metrics['top1']:.2f}" in card and metrics['images'] == 30 and metrics['nfe'] == 12
+
+
+def test_model_card_accuracy_is_measured(exported, eval_dir):
+    folder, model, metrics = exported
+    again = hub.evaluate(timm.create_model(f'local-dir:{folder}', pretrained=True), str(eval_dir))
+    assert again['top1'] == metrics['top1']
+
+
+def _same_logits(a, b):
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(a.eval()(x), b.eval()(x))
+
+
+def test_local_dir_loads_weights_and_solver(exported):
+    folder, model, _ = exported
+    loaded = timm.create_model(f'local-dir:{folder}', pretrained=True)
+    assert loaded.solver.method == 'rk4' and loaded.solver.steps == 3
+    _same_logits(loaded, model)
+
+
+def test_hf_hub_path_offline_from_the_cache(exported):
+    folder, model, _ = exported
+    hub.install_in_hf_cache(folder, 'timm-odevit/odevit_tiny_cifar.test')
+    assert os.environ['HF_HUB_OFFLINE'] == '1'
+    _same_logits(timm.create_model('hf-hub:timm-odevit/odevit_tiny_cifar.test', pretrained=True), model)
+    # a registered name whose pretrained_cfg carries the hf_hub_id goes through the same download code
+    registered = timm.create_model('odevit_tiny_cifar', pretrained=True, solver='rk4', steps=3,
+                                   pretrained_cfg_overlay=dict(hf_hub_id='timm-odevit/odevit_tiny_cifar.test'))
+    _same_logits(registered, model)
+
+
+def test_head_adaptation(exported):
+    folder, model, _ = exported
+    five = timm.create_model(f'local-dir:{folder}', pretrained=True, num_classes=5)
+    assert five.get_classifier().out_features == 5
+    torch.testing.assert_close(five.field.attn.qkv.weight, model.field.attn.qkv.weight)
+    assert timm.create_model(f'local-dir:{folder}', pretrained=True, num_classes=0)(torch.randn(1, 3, 32, 32)).shape == (1, 256)
+
+
+def test_other_solver_configuration_still_loads(exported):
+    folder, model, _ = exported
+    euler = timm.create_model(f'local-dir:{folder}', pretrained=True, solver='euler', steps=24)
+    torch.testing.assert_close(euler.state_dict()['ode.field.mlp.fc1.weight'], model.state_dict()['ode.field.mlp.fc1.weight'])
+    assert euler.solver.method == 'euler'
+
+
+def _copy(folder, tmp_path):
+    bad = tmp_path / 'bad'
+    shutil.copytree(folder, bad)
+    return bad
+
+
+def test_truncated_safetensors(exported, tmp_path):
+    bad = _copy(exported[0], tmp_path)
+    data = (bad / 'model.safetensors').read_bytes()
+    (bad / 'model.safetensors').write_bytes(data[:len(data) // 2])
+    with pytest.raises(ValueError, match='corrupt or truncated'):
+        hub.verify_folder(bad)
+    with pytest.raises(Exception, match='(?i)deserializ|incomplete|invalid|header'):
+        timm.create_model(f'local-dir:{bad}', pretrained=True)
+
+
+def test_config_naming_another_architecture(exported, tmp_path):
+    bad = _copy(exported[0], tmp_path)
+    config = json.loads((bad / 'config.json').read_text())
+    config['architecture'] = 'bvit_tiny_cifar'
+    config['model_args'] = {}
+    (bad / 'config.json').write_text(json.dumps(config))
+    with pytest.raises(ValueError, match='does not match BViT.*missing keys'):
+        timm.create_model(f'local-dir:{bad}', pretrained=True)
+
+
+def test_missing_and_extra_keys(exported, tmp_path):
+    bad = _copy(exported[0], tmp_path)
+    state = load_file(str(bad / 'model.safetensors'))
+    state.pop('ode.field.norm_attn.weight')
+    state['ode.field.extra'] = torch.zeros(3)
+    save_file(state, str(bad / 'model.safetensors'))
+    with pytest.raises(ValueError, match=r"1 missing keys \['ode.field.norm_attn.weight'\].*unexpected keys"):
+        timm.create_model(f'local-dir:{bad}', pretrained=True)
+
+
+def test_shape_mismatch(exported, tmp_path):
+    with pytest.raises(ValueError, match='shape mismatches'):
+        timm.create_model(f'local-dir:{exported[0]}', pretrained=True, mlp_ratio=4.)
+
+
+def test_export_errors(tmp_path, eval_dir):
+    with pytest.raises(FileNotFoundError):
+        hub.export(str(tmp_path / 'nope.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+    model = timm.create_model('odevit_tiny_cifar', steps=2)
+    torch.save({'arch': 'odevit_tiny_cifar', 'state_dict': model.state_dict()}, tmp_path / 'c.pth.tar')
+    with pytest.raises(KeyError, match='state_dict_ema.*--model-ema'):
+        hub.export(str(tmp_path / 'c.pth.tar'), str(tmp_path / 'out'), use_ema=True, eval_dir=str(eval_dir))
+    torch.save({'arch': 'bvit_tiny_cifar', 'state_dict': model.state_dict()}, tmp_path / 'd.pth.tar')
+    with pytest.raises(ValueError, match='does not match BViT'):
+        hub.export(str(tmp_path / 'd.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+
+
+def test_publish_dry_run_never_shows_the_token(exported, monkeypatch, capsys):
+    monkeypatch.setenv('HF_TOKEN', 'hf_secret_value_123')
+    hub.publish_main([str(exported[0]), '--repo-id', 'timm-odevit/odevit_tiny_cifar.test', '--dry-run'])
+    out = capsys.readouterr()
+    assert 'would upload README.md, config.json, model.safetensors' in out.out
+    assert 'hf_secret_value_123' not in out.out + out.err

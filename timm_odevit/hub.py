@@ -1,0 +1,273 @@
+"""Pretrained weights in timm's Hugging Face Hub format: export, verify, publish, offline cache.
+
+    odevit-export CHECKPOINT OUT_DIR [--ema] [--eval-dir DATA --eval-split test] [--repo-id ORG/NAME]
+    odevit-publish OUT_DIR --repo-id ORG/NAME [--private] [--dry-run]
+
+An exported folder holds ``model.safetensors`` and ``config.json`` written by timm's own
+``save_for_hf`` (architecture, num_classes, num_features, global_pool, model_args with the solver
+settings, pretrained_cfg with mean/std/input size/crop) and a ``README.md`` model card whose
+``model-index`` accuracy is MEASURED on the given split with the exported weights. It loads with
+``timm.create_model('local-dir:OUT_DIR', pretrained=True)`` or, once uploaded,
+``timm.create_model('hf-hub:ORG/NAME', pretrained=True)`` (after ``import timm_odevit``).
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import sys
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from .models._common import check_state_dict
+
+MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
+
+
+# ---- checkpoints --------------------------------------------------------------------------------
+def model_from_checkpoint(checkpoint: str, use_ema: bool = False, model_name: Optional[str] = None,
+                          model_kwargs: Optional[Dict[str, Any]] = None):
+    """Rebuild the model of a train.py checkpoint (architecture and --model-kwargs from its args)
+    and load its weights strictly. Returns (model, info)."""
+    import timm
+    import timm_odevit  # noqa: F401
+    if not os.path.isfile(checkpoint):
+        raise FileNotFoundError(f'checkpoint {checkpoint!r} does not exist')
+    ckpt = torch.load(checkpoint, map_location='cpu', weights_only=False)
+    if not isinstance(ckpt, dict):
+        raise ValueError(f'{checkpoint!r} is not a train.py checkpoint (got {type(ckpt).__name__})')
+    args = ckpt.get('args')
+    name = model_name or ckpt.get('arch') or getattr(args, 'model', None)
+    if name is None:
+        raise ValueError(f'{checkpoint!r} names no architecture; pass model_name')
+    kwargs = dict(getattr(args, 'model_kwargs', None) or {})
+    kwargs.update(model_kwargs or {})
+    key = 'state_dict_ema' if use_ema else 'state_dict'
+    if key not in ckpt:
+        raise KeyError(f'{checkpoint!r} has no {key!r} (keys: {sorted(ckpt)}); '
+                       f'{"train with --model-ema" if use_ema else "is it a train.py checkpoint?"}')
+    state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in ckpt[key].items()}
+    head = state.get('head.weight')
+    if head is not None:
+        kwargs.setdefault('num_classes', head.shape[0])
+    model = timm.create_model(name, pretrained=False, **kwargs)
+    check_state_dict(model, state, source=checkpoint)
+    model.load_state_dict(state)
+    info = {'architecture': name, 'model_kwargs': kwargs, 'epoch': ckpt.get('epoch'), 'ema': use_ema,
+            'train_args': _plain_args(args)}
+    return model.eval(), info
+
+
+def _plain_args(args) -> Dict[str, Any]:
+    if args is None:
+        return {}
+    out = {}
+    for k, v in vars(args).items():
+        try:
+            json.dumps(v)
+            out[k] = v
+        except TypeError:
+            out[k] = str(v)
+    return out
+
+
+# ---- evaluation ---------------------------------------------------------------------------------
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_size: int = 250,
+             workers: int = 2) -> Dict[str, float]:
+    """Top-1/top-5 (%) on an ImageFolder split with the model's own preprocessing (timm data pipeline)."""
+    from timm.data import create_dataset, create_loader, resolve_data_config
+    data_config = resolve_data_config(model=model)
+    dataset = create_dataset('', root=data_dir, split=split, is_training=False)
+    if len(dataset) == 0:
+        raise ValueError(f'no images in {data_dir}/{split}')
+    loader = create_loader(dataset, input_size=data_config['input_size'], batch_size=batch_size,
+                           interpolation=data_config['interpolation'], mean=data_config['mean'],
+                           std=data_config['std'], crop_pct=data_config['crop_pct'], num_workers=workers,
+                           use_prefetcher=False)
+    model.eval()
+    correct1 = correct5 = total = 0
+    for x, y in loader:
+        top5 = model(x).topk(5, dim=-1).indices
+        correct1 += (top5[:, 0] == y).sum().item()
+        correct5 += (top5 == y[:, None]).any(-1).sum().item()
+        total += y.numel()
+    return {'top1': 100. * correct1 / total, 'top5': 100. * correct5 / total, 'images': total,
+            'nfe': int(getattr(model, 'nfe', 0))}
+
+
+# ---- export -------------------------------------------------------------------------------------
+def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, Any],
+               dataset: str = 'cifar10', repo_id: Optional[str] = None, license: str = 'apache-2.0',
+               train_command: Optional[str] = None) -> str:
+    """README.md with YAML front matter (library_name: timm, model-index with the measured metrics)."""
+    solver = getattr(model, 'solver', None)
+    params = sum(p.numel() for p in model.parameters())
+    depth = (f'{solver.method}, {solver.steps} steps (t_end {solver.t_end:g})' if solver is not None
+             else f'{getattr(model, "iterations", "?")} recurrent iterations')
+    load = f"hf-hub:{repo_id}" if repo_id else 'local-dir:PATH'
+    front = f'''---
+tags:
+- image-classification
+- timm
+- timm_odevit
+- continuous-depth
+library_name: timm
+license: {license}
+datasets:
+- {dataset}
+metrics:
+- accuracy
+model-index:
+- name: {name}
+  results:
+  - task:
+      type: image-classification
+      name: Image Classification
+    dataset:
+      name: {dataset.upper().replace('CIFAR', 'CIFAR-')}
+      type: {dataset}
+      split: test
+    metrics:
+    - type: accuracy
+      name: Top-1 accuracy
+      value: {metrics['top1']:.2f}
+    - type: accuracy
+      name: Top-5 accuracy
+      value: {metrics['top5']:.2f}
+---
+'''
+    args = info.get('train_args', {})
+    recipe = ', '.join(f'{k}={args[k]}' for k in ('epochs', 'batch_size', 'opt', 'lr', 'weight_decay', 'sched',
+                                                   'smoothing', 'clip_grad', 'data_dir', 'train_split', 'val_split')
+                       if k in args)
+    body = f'''
+# {name}
+
+A [timm_odevit](https://github.com/) model: `{info['architecture']}` ({type(model).__name__}) trained on {dataset}.
+
+| | |
+|---|---|
+| parameters | {params:,} |
+| depth | {depth} |
+| field evaluations per image (NFE) | {metrics.get('nfe', '?')} |
+| model args | `{json.dumps(info.get('model_kwargs', {}))}` |
+| top-1 / top-5 ({metrics['images']:,} test images, measured on these weights) | {metrics['top1']:.2f} / {metrics['top5']:.2f} |
+| checkpoint | epoch {info.get('epoch')}, {'EMA' if info.get('ema') else 'raw'} weights |
+
+Training: {train_command or 'timm train.py via `python -m timm_odevit.train`'}
+({recipe}).
+
+```python
+import timm, timm_odevit
+model = timm.create_model('{load}', pretrained=True)
+model.set_solver(method='rk4', steps=12)   # solver settings are not weights: change them freely
+```
+'''
+    return front + body
+
+
+def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optional[str] = None,
+           eval_split: str = 'test', repo_id: Optional[str] = None, dataset: str = 'cifar10',
+           train_command: Optional[str] = None, model_kwargs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """train.py checkpoint -> Hub folder (model.safetensors, config.json, README.md). Returns the metrics."""
+    from timm.models import save_for_hf
+    model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
+    if repo_id:
+        model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
+    out = pathlib.Path(out_dir)
+    save_for_hf(model, out, model_args=info['model_kwargs'], safe_serialization=True)
+    metrics = evaluate(model, eval_dir, eval_split) if eval_dir else None
+    if metrics is None:
+        raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
+    name = repo_id.split('/')[-1] if repo_id else info['architecture']
+    (out / 'README.md').write_text(model_card(name, model, metrics, info, dataset, repo_id, train_command=train_command))
+    verify_folder(out)
+    return metrics
+
+
+def verify_folder(folder) -> None:
+    """Raise ValueError unless ``folder`` is complete and its weights load strictly into its config."""
+    import timm
+    import timm_odevit  # noqa: F401
+    from safetensors.torch import load_file
+    folder = pathlib.Path(folder)
+    missing = [f for f in MODEL_FILES if not (folder / f).is_file()]
+    if missing:
+        raise ValueError(f'{folder} is not a complete model folder: missing {missing}')
+    config = json.loads((folder / 'config.json').read_text())
+    try:
+        state = load_file(str(folder / 'model.safetensors'))
+    except Exception as e:  # safetensors raises its own error type for truncated / corrupt files
+        raise ValueError(f'{folder / "model.safetensors"} is corrupt or truncated: {e}') from e
+    kwargs = dict(config.get('model_args', {}))
+    kwargs.setdefault('num_classes', config.get('num_classes'))
+    model = timm.create_model(config['architecture'], pretrained=False, **kwargs)
+    check_state_dict(model, state, source=str(folder / 'model.safetensors'))
+
+
+# ---- publish / cache ----------------------------------------------------------------------------
+def publish(folder: str, repo_id: str, private: bool = False, dry_run: bool = False,
+            commit_message: str = 'Add timm_odevit model') -> List[str]:
+    """Upload a verified folder with huggingface_hub. The token comes from HF_TOKEN or `hf auth login`
+    and is never printed or written. Returns the uploaded file names."""
+    verify_folder(folder)
+    files = sorted(p.name for p in pathlib.Path(folder).iterdir() if p.is_file())
+    if dry_run:
+        return files
+    from huggingface_hub import HfApi
+    api = HfApi()
+    api.create_repo(repo_id, private=private, exist_ok=True, repo_type='model')
+    api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message=commit_message)
+    return files
+
+
+def install_in_hf_cache(folder, repo_id: str, cache_dir: Optional[str] = None, revision: str = 'main') -> pathlib.Path:
+    """Place a model folder in the Hugging Face cache layout as if downloaded from ``repo_id``, so
+    timm's real hub path (``hf-hub:``, registered ``hf_hub_id``) loads it with HF_HUB_OFFLINE=1."""
+    from huggingface_hub.constants import HF_HUB_CACHE
+    cache = pathlib.Path(cache_dir or HF_HUB_CACHE)
+    repo = cache / ('models--' + repo_id.replace('/', '--'))
+    commit = '0' * 40
+    snapshot = repo / 'snapshots' / commit
+    snapshot.mkdir(parents=True, exist_ok=True)
+    for f in pathlib.Path(folder).iterdir():
+        if f.is_file():
+            shutil.copy(f, snapshot / f.name)
+    (repo / 'refs').mkdir(exist_ok=True)
+    (repo / 'refs' / revision).write_text(commit)
+    return snapshot
+
+
+# ---- command line -------------------------------------------------------------------------------
+def export_main(argv=None) -> None:
+    p = argparse.ArgumentParser(description='Export a train.py checkpoint as a Hugging Face Hub model folder.')
+    p.add_argument('checkpoint')
+    p.add_argument('out_dir')
+    p.add_argument('--ema', action='store_true', help='export the EMA weights')
+    p.add_argument('--eval-dir', required=True, help='ImageFolder root to measure the model-card accuracy')
+    p.add_argument('--eval-split', default='test')
+    p.add_argument('--repo-id', default=None, help='ORG/NAME the folder will be published as')
+    p.add_argument('--dataset', default='cifar10')
+    p.add_argument('--train-command', default=None)
+    args = p.parse_args(argv)
+    metrics = export(args.checkpoint, args.out_dir, use_ema=args.ema, eval_dir=args.eval_dir,
+                     eval_split=args.eval_split, repo_id=args.repo_id, dataset=args.dataset,
+                     train_command=args.train_command)
+    print(json.dumps(metrics))
+
+
+def publish_main(argv=None) -> None:
+    p = argparse.ArgumentParser(description='Upload an exported model folder to the Hugging Face Hub.')
+    p.add_argument('folder')
+    p.add_argument('--repo-id', required=True)
+    p.add_argument('--private', action='store_true')
+    p.add_argument('--dry-run', action='store_true', help='verify and list what would be uploaded')
+    args = p.parse_args(argv)
+    files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
+    print(('would upload ' if args.dry_run else 'uploaded ') + ', '.join(files) + f' to {args.repo_id}')
+
+
+if __name__ == '__main__':
+    sys.exit(export_main())
