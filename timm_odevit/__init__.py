@@ -4,5 +4,6 @@
 """
 from .layers import CenterNorm, ODEAttention, ODEBlock, ODEViTField, SolverConfig
 from .models import BViT, ODEViT
+from .odeify import ODEBlockStack, odeify
 
 __version__ = '0.1.0'

@@ -1,0 +1,101 @@
+import pytest
+import timm
+import torch
+
+import timm_odevit  # noqa: F401
+from timm_odevit import ODEBlockStack, odeify
+
+FLAVOURS = [
+    ('vit_tiny_patch16_224', {}),
+    ('deit_tiny_distilled_patch16_224', {}),      # [CLS] + distillation token
+    ('vit_tiny_patch16_224', {'reg_tokens': 4}),  # register tokens
+]
+
+
+def _vit(name, **kwargs):
+    torch.manual_seed(0)
+    return timm.create_model(name, num_classes=10, depth=4, **kwargs).eval()
+
+
+def _params(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+@pytest.mark.parametrize('name,kwargs', FLAVOURS)
+@pytest.mark.parametrize('field', ['state_subtracted', 'odevit'])
+def test_flavours_keep_the_timm_api(name, kwargs, field):
+    vit = _vit(name, **kwargs)
+    ode = odeify(vit, field=field, init='mean').eval()
+    x = torch.randn(2, 3, 224, 224)
+    assert ode(x).shape == (2, 10) and torch.isfinite(ode(x)).all()
+    final, states = ode.forward_intermediates(x)
+    assert len(states) == 4 and states[0].shape == (2, 192, 14, 14)
+    early = ode.forward_intermediates(x, indices=[1], stop_early=True, intermediates_only=True)
+    torch.testing.assert_close(early[0], states[1])
+    assert _params(ode) == _params(vit) - _params(vit.blocks) + _params(ode.blocks)  # only the blocks changed
+    assert _params(ode.blocks) < 0.3 * _params(vit.blocks)
+    assert ode.pretrained_cfg == vit.pretrained_cfg
+
+
+@pytest.mark.parametrize('k', [0, 2, 3])
+def test_one_euler_step_h1_is_block_k(k):
+    vit = _vit('vit_tiny_patch16_224')
+    ode = odeify(vit, field='state_subtracted', init=f'block:{k}', solver=dict(method='euler', steps=1, t_end=1.0))
+    z = torch.randn(2, 197, 192)
+    torch.testing.assert_close(ode.blocks(z), vit.blocks[k](z))
+
+
+def test_default_solver_is_the_discrete_depth():
+    vit = _vit('vit_tiny_patch16_224')
+    ode = odeify(vit, init='block:1')
+    assert ode.blocks.ode.solver.steps == 4 and ode.blocks.ode.solver.h == 1.0
+    z = torch.randn(1, 197, 192)
+    expected = z
+    for _ in range(4):
+        expected = vit.blocks[1](expected)
+    torch.testing.assert_close(ode.blocks(z), expected, rtol=1e-4, atol=1e-5)
+    finer = odeify(vit, init='block:1', solver=dict(method='rk4', steps=8))
+    assert finer.blocks.ode.solver.t_end == 4.0 and finer.blocks.ode.solver.steps == 8
+
+
+def test_mean_init_and_original_untouched():
+    vit = _vit('vit_tiny_patch16_224')
+    before = {k: v.clone() for k, v in vit.state_dict().items()}
+    ode = odeify(vit, init='mean')
+    mean = torch.stack([b.attn.qkv.weight for b in vit.blocks]).mean(0)
+    torch.testing.assert_close(ode.blocks.ode.field.block.attn.qkv.weight, mean)
+    with torch.no_grad():
+        ode.pos_embed.add_(1.)
+        ode.blocks.ode.field.block.attn.qkv.weight.add_(1.)
+    assert len(vit.blocks) == 4
+    for k, v in vit.state_dict().items():
+        torch.testing.assert_close(v, before[k])
+
+
+def test_parameters_fall_from_l_blocks_to_one():
+    vit = timm.create_model('vit_small_patch16_224', num_classes=10)
+    ode = odeify(vit, init='random')
+    block = sum(p.numel() for p in vit.blocks[0].parameters())
+    assert _params(vit) - _params(ode) == 11 * block
+
+
+def test_set_solver_and_grad_checkpointing():
+    ode = odeify(_vit('vit_tiny_patch16_224'), init='mean')
+    ode.blocks.ode.set_solver(method='midpoint', steps=2)
+    ode.set_grad_checkpointing(True)
+    ode.train()
+    ode(torch.randn(1, 3, 224, 224)).sum().backward()
+    assert ode.blocks.ode.field.block.attn.qkv.weight.grad is not None
+
+
+def test_bad_input():
+    with pytest.raises(TypeError, match='VisionTransformer'):
+        odeify(timm.create_model('resnet18'))
+    with pytest.raises(ValueError, match='Unknown init'):
+        odeify(_vit('vit_tiny_patch16_224'), init='median')
+    with pytest.raises(ValueError, match='blocks 0..3'):
+        odeify(_vit('vit_tiny_patch16_224'), init='block:9')
+    with pytest.raises(ValueError, match='Unknown field'):
+        odeify(_vit('vit_tiny_patch16_224'), field='naive')
+    with pytest.raises(ValueError, match='already odeified'):
+        odeify(odeify(_vit('vit_tiny_patch16_224')))
