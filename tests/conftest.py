@@ -15,6 +15,20 @@ os.environ['HF_HUB_OFFLINE'] = '1'
 import timm_odevit  # noqa: E402,F401  (registers the models before any test module is collected)
 
 UPSTREAM_DIR = pathlib.Path(__file__).parent / 'timm_upstream'
+RELEASE_DIR = pathlib.Path(__file__).resolve().parents[1] / 'release'
+
+
+def _install_releases() -> None:
+    """Released folders into the session's HF cache under their hf_hub_id: pretrained=True on the
+    registered tags then runs timm's real hub download code, offline."""
+    import json
+    from timm_odevit.hub import install_in_hf_cache
+    for config in sorted(RELEASE_DIR.glob('*/config.json')):
+        repo_id = json.loads(config.read_text())['pretrained_cfg']['hf_hub_id']
+        install_in_hf_cache(config.parent, repo_id)
+
+
+_install_releases()
 
 
 def pytest_configure(config):

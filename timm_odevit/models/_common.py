@@ -50,3 +50,14 @@ def check_state_dict(model: torch.nn.Module, state: Dict[str, torch.Tensor], sou
                 f'{len(unexpected)} unexpected keys {unexpected[:4]}' if unexpected else '',
                 f'shape mismatches {shapes[:4]}' if shapes else '') if part)
             + ' — weights of another architecture or configuration?')
+
+
+def apply_released_model_args(variant: str, pretrained: bool, kwargs: dict, released: Dict[str, dict]) -> dict:
+    """With ``pretrained=True``, default the model args (solver settings) to those the released
+    weights of the resolved tag were trained with; explicit kwargs win."""
+    if pretrained and released:
+        from timm.models._builder import resolve_pretrained_cfg
+        cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'))
+        for k, v in released.get(f'{variant}.{cfg.tag}', {}).items():
+            kwargs.setdefault(k, v)
+    return kwargs

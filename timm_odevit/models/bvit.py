@@ -222,8 +222,9 @@ def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
 _c100 = dict(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD)
 _in1k = dict(num_classes=1000, input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD)
 
+# Released weights (release/<name>.<tag>/): trained with the default regime (recurrent, T = 12).
 default_cfgs = generate_default_cfgs({
-    'bvit_tiny_cifar': _cfg(),
+    'bvit_tiny_cifar.c10': _cfg(hf_hub_id='timm-odevit/bvit_tiny_cifar.c10'),
     'bvit_small_cifar': _cfg(**_c100),
     'bvit_base_patch16_224': _cfg(**_in1k),
     'vit_tiny_cifar_flops_matched': _cfg(),

@@ -19,7 +19,7 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..layers import ODEBlock, ODEViTField, SolverConfig, spectral_init_
-from ._common import CIFAR10_MEAN, CIFAR10_STD, CIFAR100_MEAN, CIFAR100_STD
+from ._common import CIFAR10_MEAN, CIFAR10_STD, CIFAR100_MEAN, CIFAR100_STD, apply_released_model_args
 from ._token_model import TokenTrajectoryModel, checkpoint_filter_fn
 
 __all__ = ['ODEViT']
@@ -135,8 +135,11 @@ def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
     }
 
 
+# Released weights (release/<name>.<tag>/, ready to upload as is) and the solver they were trained with.
+RELEASED_MODEL_ARGS = {'odevit_tiny_cifar.c10': dict(steps=6)}
+
 default_cfgs = generate_default_cfgs({
-    'odevit_tiny_cifar': _cfg(),
+    'odevit_tiny_cifar.c10': _cfg(hf_hub_id='timm-odevit/odevit_tiny_cifar.c10'),
     'odevit_small_cifar': _cfg(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD),
     'odevit_small_patch16_224': _cfg(
         input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD),
@@ -147,6 +150,7 @@ default_cfgs = generate_default_cfgs({
 
 def _create_odevit(variant: str, pretrained: bool = False, **kwargs) -> ODEViT:
     out_indices = kwargs.pop('out_indices', 3)
+    kwargs = apply_released_model_args(variant, pretrained, kwargs, RELEASED_MODEL_ARGS)
     return build_model_with_cfg(
         ODEViT, variant, pretrained,
         pretrained_filter_fn=checkpoint_filter_fn,

@@ -1,0 +1,117 @@
+"""Small real runs of trajectory distillation and odeify (CPU-sized; budget printed and saved).
+
+1. teacher: a discrete timm ViT (vit_tiny_cifar_params_matched: 4 blocks, D 96) trained with CE.
+2. scratch vs distilled at equal budget: odevit_tiny_cifar (4 Euler steps) trained with CE only,
+   and with TrajectoryDistillationTask from the teacher (uniform mapping, CLS MSE + CE).
+3. odeify: the teacher converted to one shared block (init 'mean', state-subtracted field,
+   Euler h = 1), measured right after conversion, after CE fine-tuning, and after distillation
+   from its own discrete original, all at equal budget.
+
+    python bench/distillation_small.py [--train-per-class 400] [--test-per-class 200] [--epochs 3]
+"""
+import argparse
+import copy
+import math
+import time
+
+import timm
+import torch
+from timm.optim import create_optimizer_v2
+from timm.task import ClassificationTask
+
+import timm_odevit  # noqa: F401
+from timm_odevit import odeify
+from timm_odevit.tasks import TrajectoryDistillationTask
+from _data import DEFAULT_ROOT, augment, load_split
+from _util import write_result
+
+
+def fit(task, params, data, args, seed, epochs):
+    x, y = data
+    opt = create_optimizer_v2(params, 'adamw', lr=args.lr, weight_decay=0.05)
+    steps = math.ceil(len(x) / args.batch) * epochs
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.1)
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.time()
+    for _ in range(epochs):
+        perm = torch.randperm(len(x), generator=gen)
+        for s in range(0, len(x), args.batch):
+            idx = perm[s:s + args.batch]
+            task.train()
+            loss = task(augment(x[idx], gen), y[idx])['loss']
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+    return time.time() - t0
+
+
+@torch.no_grad()
+def accuracy(model, data):
+    model.eval()
+    x, y = data
+    correct = sum((model(x[i:i + 500]).argmax(-1) == y[i:i + 500]).sum().item() for i in range(0, len(x), 500))
+    return 100. * correct / len(x)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--data', default=str(DEFAULT_ROOT))
+    p.add_argument('--train-per-class', type=int, default=400)
+    p.add_argument('--test-per-class', type=int, default=200)
+    p.add_argument('--teacher-epochs', type=int, default=6)
+    p.add_argument('--epochs', type=int, default=3)
+    p.add_argument('--batch', type=int, default=128)
+    p.add_argument('--lr', type=float, default=1e-3)
+    args = p.parse_args()
+    train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
+    results = {}
+
+    torch.manual_seed(0)
+    teacher = timm.create_model('vit_tiny_cifar_params_matched')
+    secs = fit(ClassificationTask(teacher, criterion_kwargs=dict(smoothing=0.1)), list(teacher.parameters()),
+               train, args, 0, args.teacher_epochs)
+    results['teacher_discrete_vit'] = {'top1': accuracy(teacher, test), 'train_s': secs,
+                                       'params': sum(p.numel() for p in teacher.parameters())}
+    print('teacher', results['teacher_discrete_vit'], flush=True)
+    teacher.eval().requires_grad_(False)
+
+    for name, distil in (('odevit_scratch', False), ('odevit_distilled', True)):
+        torch.manual_seed(1)
+        student = timm.create_model('odevit_tiny_cifar', steps=4)
+        if distil:
+            task = TrajectoryDistillationTask(student, copy.deepcopy(teacher), criterion_kwargs=dict(smoothing=0.1))
+        else:
+            task = ClassificationTask(student, criterion_kwargs=dict(smoothing=0.1))
+        params = [p for p in task.get_trainable_module().parameters() if p.requires_grad]
+        secs = fit(task, params, train, args, 1, args.epochs)
+        results[name] = {'top1': accuracy(student, test), 'train_s': secs}
+        print(name, results[name], flush=True)
+
+    converted = odeify(teacher, init='mean').requires_grad_(True)
+    results['odeified_at_conversion'] = {'top1': accuracy(converted, test),
+                                         'params': sum(p.numel() for p in converted.parameters())}
+    print('odeified', results['odeified_at_conversion'], flush=True)
+    for name, distil in (('odeified_ce_finetune', False), ('odeified_self_distilled', True)):
+        student = odeify(teacher, init='mean').requires_grad_(True)
+        if distil:
+            task = TrajectoryDistillationTask(student, copy.deepcopy(teacher), criterion_kwargs=dict(smoothing=0.1))
+        else:
+            task = ClassificationTask(student, criterion_kwargs=dict(smoothing=0.1))
+        params = [p for p in task.get_trainable_module().parameters() if p.requires_grad]
+        secs = fit(task, params, train, args, 2, args.epochs)
+        results[name] = {'top1': accuracy(student, test), 'train_s': secs}
+        print(name, results[name], flush=True)
+    path = write_result('distillation_small', {
+        'benchmark': 'distillation_small',
+        'budget': f'{10 * args.train_per_class} CIFAR-10 train images (first per class), teacher {args.teacher_epochs} '
+                  f'epochs, students {args.epochs} epochs each, batch {args.batch}, AdamW lr {args.lr} one-cycle '
+                  f'(10% warm-up), wd 0.05, flip + 4px crop, smoothing 0.1, clip 1; test on '
+                  f'{10 * args.test_per_class} test images; CPU-sized',
+        'results': results})
+    print(f'wrote {path}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,111 @@
+import json
+import pathlib
+
+import pytest
+import timm
+import torch
+
+import timm_odevit  # noqa: F401
+from timm_odevit import analysis
+from timm_odevit.inspect import inspect_image, load_image, main as inspect_main
+
+CAT = pathlib.Path(__file__).resolve().parents[1].parent / 'shared' / 'data' / 'cifar10' / 'test' / 'cat' / '00000.png'
+
+
+@pytest.fixture(scope='module')
+def model():
+    torch.manual_seed(0)
+    return timm.create_model('odevit_tiny_cifar', steps=6).eval()
+
+
+@pytest.fixture(scope='module')
+def image(model):
+    if not CAT.is_file():
+        pytest.skip(f'{CAT} not found')
+    return load_image(str(CAT), model)
+
+
+def test_trajectory_and_attention_shapes(model, image):
+    states = analysis.trajectory(model, image)
+    assert states.shape == (7, 1, 75, 256)
+    torch.testing.assert_close(states[-1], model.ode(model._embed(image)))
+    maps = analysis.attention_maps(model, states)
+    assert maps.shape == (7, 1, 4, 75, 75)
+    torch.testing.assert_close(maps.sum(-1), torch.ones(7, 1, 4, 75))
+    mass = analysis.cls_attention_mass(model, maps)
+    assert mass.shape == (7, 1, 8, 8)
+    torch.testing.assert_close(mass.sum((-2, -1)), torch.ones(7, 1))
+    assert analysis.time_points(model).tolist() == pytest.approx([k / 6 for k in range(7)])
+
+
+def test_mass_mask_is_the_smallest_set():
+    mass = torch.tensor([[0.5, 0.3], [0.15, 0.05]])
+    assert analysis.mass_mask(mass, 0.75).tolist() == [[True, True], [False, False]]
+    assert analysis.mass_mask(mass, 0.9).tolist() == [[True, True], [True, False]]
+
+
+@pytest.mark.parametrize('A,expected', [
+    ([[0.3, 1.0], [-1.0, 0.3]], 0.3),                       # spiral: Re λ = 0.3
+    ([[-0.5, 0., 0.], [0., 0.2, 0.], [0., 0., -1.0]], 0.2),  # diagonal: max λ = 0.2
+    ([[-1.0, 2.0], [0.0, -0.4]], -0.4),                      # non-normal, stable
+])
+def test_lyapunov_exponent_of_a_linear_field(A, expected):
+    A = torch.tensor(A, dtype=torch.float64)
+    x0 = torch.randn(1, 1, A.shape[0], dtype=torch.float64)
+    lam, growth = analysis.lyapunov_exponent_of_field(lambda z: z @ A.T, x0, t_end=40., steps=400, transient=0.25)
+    assert lam == pytest.approx(expected, abs=0.02)
+    assert growth.shape == (400,)
+
+
+def test_model_diagnostics(model, image):
+    lam, growth = analysis.lyapunov_exponent(model, image)
+    assert growth.shape == (24,) and abs(lam) < 100
+    L = analysis.lipschitz_estimate(model, image, iters=5)
+    bound = analysis.euler_error_bound(model, image, lipschitz=L)
+    assert L > 0 and bound['bound'] > 0 and bound['steps'] == 6
+
+
+def test_lipschitz_estimate_matches_a_known_jacobian():
+    W = torch.tensor([[2.0, 0.], [0., 0.5]])
+    f = lambda z: z @ W.T  # noqa: E731
+    assert analysis._spectral_norm_of_jacobian(f, torch.randn(1, 3, 2)) == pytest.approx(2.0, rel=1e-4)
+
+
+def test_bvit_over_iterations(image):
+    bvit = timm.create_model('bvit_tiny_cifar').eval()
+    states = analysis.trajectory(bvit, image)
+    assert states.shape == (13, 1, 65, 192)
+    assert analysis.attention_maps(bvit, states).shape == (13, 1, 3, 65, 65)
+    lam, growth = analysis.lyapunov_exponent(bvit, image)
+    assert growth.shape == (12,)
+    with pytest.raises(TypeError, match='plain recurrence'):
+        analysis.euler_error_bound(bvit, image)
+
+
+def test_inspect_writes_readable_figures(model, image, tmp_path):
+    summary = inspect_image(model, image, str(tmp_path))
+    for name in summary['figures']:
+        png = tmp_path / name
+        assert png.stat().st_size > 5000 and png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    data = json.loads((tmp_path / 'summary.json').read_text())
+    assert len(data['time_points']) == 7 and 'lyapunov_exponent' in data
+
+
+def test_inspect_command(tmp_path, capsys):
+    if not CAT.is_file():
+        pytest.skip(f'{CAT} not found')
+    inspect_main(['--model', 'odevit_tiny_cifar', '--image', str(CAT), '--out', str(tmp_path)])
+    assert len(list(tmp_path.glob('*.png'))) >= 3 and (tmp_path / 'summary.json').exists()
+
+
+def test_bad_input(tmp_path, model):
+    bad = tmp_path / 'not_an_image.png'
+    bad.write_text('hello')
+    with pytest.raises(ValueError, match='cannot read image'):
+        load_image(str(bad), model)
+    with pytest.raises(SystemExit, match='cannot read image'):
+        inspect_main(['--model', 'odevit_tiny_cifar', '--image', str(tmp_path / 'missing.png'), '--out', str(tmp_path)])
+    with pytest.raises(SystemExit, match='no ODE trajectory'):
+        inspect_main(['--model', 'resnet18', '--image', str(CAT), '--out', str(tmp_path)])
+    with pytest.raises(TypeError, match='no ODE trajectory'):
+        analysis.trajectory(timm.create_model('vit_tiny_cifar_flops_matched'), torch.randn(1, 3, 32, 32))

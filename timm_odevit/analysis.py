@@ -1,0 +1,231 @@
+"""Interpretability of continuous-depth ViTs: trajectories, attention over time, Lyapunov
+exponents and stability diagnostics (the analyses of arXiv 2511.16501; for bViT over iterations).
+
+All functions take a timm_odevit model (ODEViT or BViT) and a normalised image batch x (B, C, H, W):
+
+    trajectory(model, x)            -> (P + 1, B, N, D) states at t_0 = 0, t_1, …, t_P
+    attention_maps(model, states)   -> (P + 1, B, H, N, N) attention probabilities at each state
+    cls_attention_mass(model, maps) -> (P + 1, B, h, w) [CLS] -> patch attention on the patch grid
+    mass_mask(mass, q)              -> the smallest patch set holding a fraction q of the mass
+    lyapunov_exponent(model, x)     -> largest Lyapunov exponent of the [CLS] trajectory
+    lipschitz_estimate(model, x)    -> max over the trajectory of ‖∂ψ/∂X‖₂ (power iteration)
+    euler_error_bound(model, x)     -> (e^L − 1)/(2 L N) · sup‖Ẍ‖ (the reference's global-error bound)
+"""
+import contextlib
+import math
+from typing import Callable, Dict, Optional, Tuple
+
+import torch
+from torch import nn
+
+from .layers import BlockField, ODEAttention, ODEBlock, RecurrentBlock
+
+
+def _depth(model: nn.Module):
+    ode = getattr(model, 'ode', None)
+    if not isinstance(ode, (ODEBlock, RecurrentBlock)):
+        raise TypeError(f'{type(model).__name__} has no ODE trajectory: analysis needs a timm_odevit model '
+                        '(odevit_*, bvit_*)')
+    return ode
+
+
+def _is_recurrent(model) -> bool:
+    return isinstance(_depth(model), RecurrentBlock)
+
+
+@contextlib.contextmanager
+def explicit_attention(model: nn.Module):
+    """Use the explicit (non-fused) attention path, which forward-mode AD (JVP) supports."""
+    mods = [m for m in model.modules() if hasattr(m, 'fused_attn')]
+    saved = [m.fused_attn for m in mods]
+    for m in mods:
+        m.fused_attn = False
+    try:
+        yield model
+    finally:
+        for m, v in zip(mods, saved):
+            m.fused_attn = v
+
+
+def field_fn(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """X -> dX/dt (ODE models) or X -> B(X) − X (the recurrent map's increment)."""
+    ode = _depth(model)
+    if isinstance(ode, RecurrentBlock):
+        block = ode.field.block
+        return lambda z: block(z) - z
+    t0 = torch.zeros(())
+    return lambda z: ode.field(t0.to(z.device), z)
+
+
+@torch.no_grad()
+def trajectory(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """States at every time point, including the embedding at t = 0: (P + 1, B, N, D)."""
+    ode = _depth(model)
+    model.eval()
+    z0 = model._embed(x)
+    states = ode.trajectory(z0, list(range(ode.num_time_points)))
+    return torch.cat([z0[None], states])
+
+
+def time_points(model: nn.Module) -> torch.Tensor:
+    """Times of the trajectory states (P + 1,): grid times, or iteration numbers for a recurrence."""
+    ode = _depth(model)
+    if isinstance(ode, RecurrentBlock):
+        return torch.arange(ode.num_time_points + 1, dtype=torch.float32)
+    return ode.solver.grid()
+
+
+def _attention_probs(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Attention probabilities (B, H, N, N) of an ODEAttention or a timm Attention on input x."""
+    if isinstance(attn, ODEAttention):
+        keep = attn.keep_attn
+        attn.keep_attn = True
+        attn(x)
+        attn.keep_attn = keep
+        return attn.last_attn
+    B, N, C = x.shape  # timm Attention (fused qkv, optional q/k norms)
+    qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, C // attn.num_heads).permute(2, 0, 3, 1, 4)
+    q, k = attn.q_norm(qkv[0]), attn.k_norm(qkv[1])
+    return ((q * attn.scale) @ k.transpose(-2, -1)).softmax(-1)
+
+
+@torch.no_grad()
+def attention_maps(model: nn.Module, states: torch.Tensor) -> torch.Tensor:
+    """Attention probabilities the field applies at each state: (P + 1, B, H, N, N)."""
+    ode = _depth(model)
+    field = ode.field
+    if isinstance(field, BlockField):
+        block = field.block
+        return torch.stack([_attention_probs(block.attn, block.norm1(z)) for z in states])
+    return torch.stack([_attention_probs(field.attn, field.norm_attn(z)) for z in states])
+
+
+def cls_attention_mass(model: nn.Module, maps: torch.Tensor) -> torch.Tensor:
+    """[CLS] -> patch attention (mean over heads, renormalised over patches) on the patch grid:
+    (P + 1, B, h, w)."""
+    if not getattr(model, 'has_class_token', False):
+        raise ValueError('the model has no [CLS] token')
+    n_prefix = model.num_prefix_tokens
+    mass = maps[:, :, :, 0, n_prefix:].mean(2)  # (P + 1, B, M)
+    mass = mass / mass.sum(-1, keepdim=True)
+    h, w = model.patch_embed.grid_size
+    return mass.reshape(*mass.shape[:2], h, w)
+
+
+def mass_mask(mass: torch.Tensor, q: float = 0.9) -> torch.Tensor:
+    """Boolean mask of the smallest set of patches holding at least a fraction q of the mass
+    (the thresholded-mass view), same shape as ``mass`` (…, h, w)."""
+    flat = mass.flatten(-2)
+    values, order = flat.sort(-1, descending=True)
+    keep_sorted = (values.cumsum(-1) - values) < q * flat.sum(-1, keepdim=True)
+    mask = torch.zeros_like(flat, dtype=torch.bool).scatter(-1, order, keep_sorted)
+    return mask.reshape(mass.shape)
+
+
+def lyapunov_exponent_of_field(
+        f: Callable[[torch.Tensor], torch.Tensor],
+        x0: torch.Tensor,
+        t_end: float,
+        steps: int = 24,
+        token: Optional[int] = 0,
+        seed: int = 0,
+        discrete: bool = False,
+        transient: float = 0.,
+) -> Tuple[float, torch.Tensor]:
+    """Largest Lyapunov exponent of dx/dt = f(x) (or of the map x -> x + f(x) when ``discrete``).
+
+    A tangent vector v (on token ``token``, or the whole state if None) is carried along the
+    trajectory by the JVP v' = J_f(x)·v with RK4 over ``steps`` steps (one Euler-type map
+    application per step when discrete), renormalised after every step; λ = Σ log‖v‖ / t_end.
+
+    Returns λ and the per-step log growth (steps,).
+    """
+    g = torch.Generator().manual_seed(seed)
+    v = torch.zeros_like(x0)
+    noise = torch.randn(x0.shape, generator=g, dtype=x0.dtype).to(x0.device)
+    if token is None:
+        v = noise
+    else:
+        v[:, token] = noise[:, token]
+    v = v / v.norm()
+    x, h = x0, t_end / steps
+
+    def rhs(state):
+        xs, vs = state
+        fx, jv = torch.func.jvp(f, (xs,), (vs,))
+        return fx, jv
+
+    growth = []
+    for _ in range(steps):
+        if discrete:
+            fx, jv = rhs((x, v))
+            x, v = x + fx, v + jv
+        else:
+            k1 = rhs((x, v))
+            k2 = rhs((x + h / 2 * k1[0], v + h / 2 * k1[1]))
+            k3 = rhs((x + h / 2 * k2[0], v + h / 2 * k2[1]))
+            k4 = rhs((x + h * k3[0], v + h * k3[1]))
+            x = x + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+            v = v + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+        n = v.norm()
+        growth.append(torch.log(n).item())
+        v = v / n
+    growth = torch.tensor(growth)
+    skip = int(transient * steps)
+    return growth[skip:].sum().item() / (h * (steps - skip)), growth
+
+
+@torch.no_grad()
+def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tuple[float, torch.Tensor]:
+    """Largest Lyapunov exponent of the [CLS] trajectory (per unit time; per iteration for bViT
+    recurrence). RK4 over ``steps`` points as in the reference."""
+    ode = _depth(model)
+    model.eval()
+    x0 = model._embed(x[:1])
+    with explicit_attention(model):
+        if isinstance(ode, RecurrentBlock):
+            return lyapunov_exponent_of_field(field_fn(model), x0, float(ode.iterations), ode.iterations,
+                                              discrete=True)
+        return lyapunov_exponent_of_field(field_fn(model), x0, ode.solver.t_end, steps)
+
+
+def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 0) -> float:
+    g = torch.Generator().manual_seed(seed)
+    v = torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)
+    v = v / v.norm()
+    sigma = 0.
+    for _ in range(iters):
+        _, jv = torch.func.jvp(f, (x,), (v,))
+        _, vjp = torch.func.vjp(f, x)
+        u = vjp(jv)[0]  # Jᵀ J v
+        sigma = math.sqrt(max(torch.dot(u.flatten(), v.flatten()).item(), 0.))
+        v = u / u.norm()
+    return sigma
+
+
+def lipschitz_estimate(model: nn.Module, x: torch.Tensor, iters: int = 20) -> float:
+    """max over the trajectory's states of ‖∂ψ/∂X‖₂ by power iteration on JᵀJ (a local Lipschitz
+    estimate of the field ψ on the data's trajectory)."""
+    f = field_fn(model)
+    with torch.no_grad():
+        states = trajectory(model, x[:1])
+    with explicit_attention(model):
+        return max(_spectral_norm_of_jacobian(f, z, iters) for z in states)
+
+
+def euler_error_bound(model: nn.Module, x: torch.Tensor, lipschitz: Optional[float] = None) -> Dict[str, float]:
+    """The reference's Euler global-error bound (e^L − 1)/(2 L N) · sup_t ‖Ẍ(t)‖ with Ẍ = J_ψ ψ
+    evaluated on the trajectory's states, L the Lipschitz estimate, N the number of steps
+    (over the model's horizon; per unit time L is scaled by t_end)."""
+    ode = _depth(model)
+    if isinstance(ode, RecurrentBlock):
+        raise TypeError('the Euler error bound applies to ODE models, not a plain recurrence')
+    f = field_fn(model)
+    states = trajectory(model, x[:1])
+    L = lipschitz if lipschitz is not None else lipschitz_estimate(model, x)
+    L_t = L * ode.solver.t_end
+    with explicit_attention(model), torch.no_grad():
+        xdd = max(torch.func.jvp(f, (z,), (f(z),))[1].norm().item() for z in states) * ode.solver.t_end ** 2
+    N = ode.solver.steps
+    bound = (math.expm1(L_t) / (2 * L_t * N) * xdd) if L_t > 0 else xdd / (2 * N)
+    return {'bound': bound, 'lipschitz': L, 'sup_second_derivative': xdd, 'steps': N}

@@ -1,0 +1,155 @@
+"""odevit-inspect: figures and a JSON summary of one image's trip through a continuous-depth ViT.
+
+    odevit-inspect --model odevit_tiny_cifar [--checkpoint PATH] --image IMG --out DIR
+
+Writes attention_over_time.png ([CLS] -> patch attention on the image at several times, with the
+thresholded-mass contour), trajectory_pca.png (the [CLS] trajectory projected on its two main
+principal components), dynamics.png (per-step displacement ‖X_{k+1} − X_k‖ and energy ‖X‖² over
+time), lyapunov.png (log growth of the tangent vector per step) and summary.json.
+"""
+import argparse
+import json
+import pathlib
+from typing import Any, Dict, Optional
+
+import torch
+
+from . import analysis
+
+
+def load_image(path: str, model) -> torch.Tensor:
+    """Read an image and preprocess it with the model's own data config -> (1, C, H, W)."""
+    from PIL import Image, UnidentifiedImageError
+    from timm.data import create_transform, resolve_data_config
+    try:
+        img = Image.open(path).convert('RGB')
+    except (FileNotFoundError, IsADirectoryError, UnidentifiedImageError, OSError) as e:
+        raise ValueError(f'cannot read image {path!r}: {e}') from e
+    transform = create_transform(**resolve_data_config(model=model), is_training=False)
+    return transform(img)[None]
+
+
+def _denormalise(x: torch.Tensor, model) -> torch.Tensor:
+    cfg = model.pretrained_cfg
+    mean = torch.tensor(cfg['mean']).view(3, 1, 1)
+    std = torch.tensor(cfg['std']).view(3, 1, 1)
+    return (x[0] * std + mean).clamp(0, 1).permute(1, 2, 0)
+
+
+def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> Dict[str, Any]:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.eval()
+    with torch.no_grad():
+        logits = model(x)
+    states = analysis.trajectory(model, x)  # (P + 1, 1, N, D)
+    times = analysis.time_points(model)
+    maps = analysis.attention_maps(model, states)
+    mass = analysis.cls_attention_mass(model, maps)[:, 0]  # (P + 1, h, w)
+    masks = analysis.mass_mask(mass, mass_q)
+    lam, growth = analysis.lyapunov_exponent(model, x)
+    unit = 'iteration' if analysis._is_recurrent(model) else 't'
+    image = _denormalise(x, model)
+    H, W = image.shape[:2]
+
+    # attention over time
+    shown = sorted(set(torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().tolist()))
+    fig, axes = plt.subplots(1, len(shown), figsize=(3 * len(shown), 3.4), squeeze=False)
+    for ax, k in zip(axes[0], shown):
+        up = torch.nn.functional.interpolate(mass[k][None, None], size=(H, W), mode='nearest')[0, 0]
+        ax.imshow(image)
+        im = ax.imshow(up, cmap='inferno', alpha=0.6)
+        up_mask = torch.nn.functional.interpolate(masks[k][None, None].float(), size=(H, W), mode='nearest')[0, 0]
+        ax.contour(up_mask, levels=[0.5], colors='cyan', linewidths=0.8)
+        ax.set_title(f'{unit} = {times[k]:.2f}')
+        ax.axis('off')
+        fig.colorbar(im, ax=ax, fraction=0.046, label='[CLS] attention')
+    fig.suptitle(f'[CLS] -> patch attention over time (cyan: {mass_q:.0%} of the mass)')
+    fig.tight_layout()
+    fig.savefig(out / 'attention_over_time.png', dpi=100)
+    plt.close(fig)
+
+    # [CLS] trajectory projection
+    cls = states[:, 0, 0].float()  # (P + 1, D)
+    centred = cls - cls.mean(0)
+    _, s, v = torch.linalg.svd(centred, full_matrices=False)
+    proj = centred @ v[:2].T
+    explained = (s[:2] ** 2 / (s ** 2).sum()).tolist()
+    fig, ax = plt.subplots(figsize=(5, 4.2))
+    ax.plot(proj[:, 0], proj[:, 1], color='0.6', lw=1)
+    sc = ax.scatter(proj[:, 0], proj[:, 1], c=times, cmap='viridis', s=25, zorder=3)
+    fig.colorbar(sc, ax=ax, label=unit)
+    ax.set_xlabel(f'PC 1 ({explained[0]:.0%} of variance)')
+    ax.set_ylabel(f'PC 2 ({explained[1]:.0%} of variance)')
+    ax.set_title('[CLS] trajectory (PCA projection)')
+    fig.tight_layout()
+    fig.savefig(out / 'trajectory_pca.png', dpi=100)
+    plt.close(fig)
+
+    # displacement and energy
+    disp = (states[1:] - states[:-1]).flatten(1).norm(dim=1)
+    energy = states.flatten(1).pow(2).sum(1)
+    fig, ax1 = plt.subplots(figsize=(5.5, 4))
+    ax1.plot(times[1:], disp, 'o-', color='tab:blue')
+    ax1.set_xlabel(unit)
+    ax1.set_ylabel('displacement ‖X(t_k+1) − X(t_k)‖', color='tab:blue')
+    ax2 = ax1.twinx()
+    ax2.plot(times, energy, 's-', color='tab:red')
+    ax2.set_ylabel('energy ‖X‖²', color='tab:red')
+    ax1.set_title('Per-step displacement and energy')
+    fig.tight_layout()
+    fig.savefig(out / 'dynamics.png', dpi=100)
+    plt.close(fig)
+
+    # Lyapunov growth
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ax.plot(range(1, len(growth) + 1), growth, 'o-')
+    ax.axhline(0, color='0.5', lw=0.8)
+    ax.set_xlabel('step')
+    ax.set_ylabel('log ‖v_k+1‖ / ‖v_k‖')
+    ax.set_title(f'Tangent growth of the [CLS] trajectory: λ_max = {lam:.3f}')
+    fig.tight_layout()
+    fig.savefig(out / 'lyapunov.png', dpi=100)
+    plt.close(fig)
+
+    probs = logits.softmax(-1)[0]
+    summary = {
+        'prediction': int(probs.argmax()), 'confidence': float(probs.max()),
+        'time_points': times.tolist(), 'lyapunov_exponent': lam, 'lyapunov_log_growth': growth.tolist(),
+        'displacement': disp.tolist(), 'energy': energy.tolist(),
+        'cls_attention_entropy': (-(mass.flatten(1) * mass.flatten(1).clamp_min(1e-12).log()).sum(1)).tolist(),
+        'mass_patches': masks.flatten(1).sum(1).tolist(), 'mass_q': mass_q,
+        'nfe': int(getattr(model, 'nfe', 0)),
+        'figures': ['attention_over_time.png', 'trajectory_pca.png', 'dynamics.png', 'lyapunov.png'],
+    }
+    (out / 'summary.json').write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def main(argv: Optional[list] = None) -> None:
+    import timm
+    import timm_odevit  # noqa: F401
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--model', required=True)
+    p.add_argument('--checkpoint', default=None, help='train.py checkpoint or weights file')
+    p.add_argument('--pretrained', action='store_true')
+    p.add_argument('--image', required=True)
+    p.add_argument('--out', required=True)
+    p.add_argument('--mass-q', type=float, default=0.9)
+    args = p.parse_args(argv)
+    model = timm.create_model(args.model, pretrained=args.pretrained, checkpoint_path=args.checkpoint or '')
+    if not hasattr(model, 'ode'):
+        raise SystemExit(f'error: {args.model} has no ODE trajectory to inspect (use an odevit_* or bvit_* model)')
+    try:
+        x = load_image(args.image, model)
+    except ValueError as e:
+        raise SystemExit(f'error: {e}')
+    summary = inspect_image(model, x, args.out, args.mass_q)
+    print(json.dumps({k: summary[k] for k in ('prediction', 'confidence', 'lyapunov_exponent', 'figures')}))
+
+
+if __name__ == '__main__':
+    main()
