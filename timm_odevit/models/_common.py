@@ -10,6 +10,25 @@ CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
 
 
+def cifar_cfg(url: str = '', **kwargs) -> Dict:
+    """timm pretrained cfg for a 32 px CIFAR-10 model (override num_classes / mean / std / input_size)."""
+    return {
+        'url': url,
+        'num_classes': 10,
+        'input_size': (3, 32, 32),
+        'pool_size': None,
+        'crop_pct': 1.0,
+        'interpolation': 'bicubic',
+        'fixed_input_size': True,
+        'mean': CIFAR10_MEAN,
+        'std': CIFAR10_STD,
+        'first_conv': 'patch_embed.proj',
+        'classifier': 'head',
+        'license': 'apache-2.0',
+        **kwargs,
+    }
+
+
 @register_notrace_function
 def check_image_input(
         x: torch.Tensor,

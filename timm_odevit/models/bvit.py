@@ -32,7 +32,7 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn as vit_filter_fn
 
 from ..layers import BlockField, ODEBlock, RecurrentBlock, SolverConfig
-from ._common import CIFAR10_MEAN, CIFAR10_STD, CIFAR100_MEAN, CIFAR100_STD
+from ._common import CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
 from ._token_model import TokenTrajectoryModel, checkpoint_filter_fn
 
 __all__ = ['BViT']
@@ -201,22 +201,7 @@ class BViT(TokenTrajectoryModel):
 
 
 def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
-    return {
-        'url': url,
-        'num_classes': 10,
-        'input_size': (3, 32, 32),
-        'pool_size': None,
-        'crop_pct': 1.0,
-        'interpolation': 'bicubic',
-        'fixed_input_size': True,
-        'mean': CIFAR10_MEAN,
-        'std': CIFAR10_STD,
-        'first_conv': 'patch_embed.proj',
-        'classifier': 'head',
-        'license': 'apache-2.0',
-        'paper_ids': 'arXiv:2608.04879',
-        **kwargs,
-    }
+    return cifar_cfg(url, paper_ids='arXiv:2608.04879', **kwargs)
 
 
 _c100 = dict(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD)

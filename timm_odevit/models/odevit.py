@@ -19,7 +19,7 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
 from ..layers import ODEBlock, ODEViTField, SolverConfig, spectral_init_
-from ._common import CIFAR10_MEAN, CIFAR10_STD, CIFAR100_MEAN, CIFAR100_STD, apply_released_model_args
+from ._common import CIFAR100_MEAN, CIFAR100_STD, apply_released_model_args, cifar_cfg
 from ._token_model import TokenTrajectoryModel, checkpoint_filter_fn
 
 __all__ = ['ODEViT']
@@ -116,23 +116,8 @@ class ODEViT(TokenTrajectoryModel):
 
 
 def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
-    return {
-        'url': url,
-        'num_classes': 10,
-        'input_size': (3, 32, 32),
-        'pool_size': None,
-        'crop_pct': 1.0,
-        'interpolation': 'bicubic',
-        'fixed_input_size': True,
-        'mean': CIFAR10_MEAN,
-        'std': CIFAR10_STD,
-        'first_conv': 'patch_embed.proj',
-        'classifier': 'head',
-        'license': 'apache-2.0',
-        'paper_ids': 'arXiv:2511.16501',
-        'paper_name': 'ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an ODE',
-        **kwargs,
-    }
+    return cifar_cfg(url, paper_ids='arXiv:2511.16501', paper_name=(
+        'ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an ODE'), **kwargs)
 
 
 # Released weights (release/<name>.<tag>/, ready to upload as is) and the solver they were trained with.
