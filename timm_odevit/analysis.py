@@ -75,29 +75,28 @@ def time_points(model: nn.Module) -> torch.Tensor:
     return ode.solver.grid()
 
 
-def _attention_probs(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def attention_probs(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Attention probabilities (B, H, N, N) of an ODEAttention or a timm Attention on input x."""
     if isinstance(attn, ODEAttention):
-        keep = attn.keep_attn
-        attn.keep_attn = True
-        attn(x)
-        attn.keep_attn = keep
-        return attn.last_attn
+        return attn.attention_probs(x)
     B, N, C = x.shape  # timm Attention (fused qkv, optional q/k norms)
     qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, C // attn.num_heads).permute(2, 0, 3, 1, 4)
     q, k = attn.q_norm(qkv[0]), attn.k_norm(qkv[1])
     return ((q * attn.scale) @ k.transpose(-2, -1)).softmax(-1)
 
 
+def field_attention(model: nn.Module, z: torch.Tensor) -> torch.Tensor:
+    """Attention probabilities (B, H, N, N) the model's field / block applies at state z (differentiable)."""
+    field = _depth(model).field
+    if isinstance(field, BlockField):
+        return attention_probs(field.block.attn, field.block.norm1(z))
+    return attention_probs(field.attn, field.norm_attn(z))
+
+
 @torch.no_grad()
 def attention_maps(model: nn.Module, states: torch.Tensor) -> torch.Tensor:
     """Attention probabilities the field applies at each state: (P + 1, B, H, N, N)."""
-    ode = _depth(model)
-    field = ode.field
-    if isinstance(field, BlockField):
-        block = field.block
-        return torch.stack([_attention_probs(block.attn, block.norm1(z)) for z in states])
-    return torch.stack([_attention_probs(field.attn, field.norm_attn(z)) for z in states])
+    return torch.stack([field_attention(model, z) for z in states])
 
 
 def cls_attention_mass(model: nn.Module, maps: torch.Tensor) -> torch.Tensor:

@@ -93,6 +93,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument('--kd-mapping-temperature', default=30., type=float, help='T of the softmax mapping')
     group.add_argument('--kd-tokens', default='cls', choices=['cls', 'all'], help='tokens aligned per time point')
     group.add_argument('--kd-ce-start-epoch', default=0, type=int, help='epoch from which the CE loss is on')
+    group.add_argument('--kd-attn-mass-weight', default=0., type=float,
+                       help='weight of the [CLS] attention-mass L1 (last teacher block vs last student step)')
+    group.add_argument('--kd-jasmin-weight', default=0., type=float, help='weight of the JaSMin regulariser')
+    group.add_argument('--kd-jasmin-k', default=2, type=int, help='JaSMin k (reference: 2 distillation, 10 free)')
     group.add_argument('--kd-init-student', action='store_true', default=False,
                        help="copy the teacher's patch embedding, [CLS], pos embedding (frozen) and head")
 
@@ -132,7 +136,8 @@ def _install_tasks(module) -> None:
             mapping=args.kd_mapping, mapping_temperature=args.kd_mapping_temperature, tokens=args.kd_tokens,
             distill_loss_weight=distill_loss_weight, task_loss_weight=task_loss_weight,
             ce_start_epoch=args.kd_ce_start_epoch, init_student_from_teacher=args.kd_init_student,
-            device=device, dtype=dtype, verbose=verbose)
+            attn_mass_weight=args.kd_attn_mass_weight, jasmin_weight=args.kd_jasmin_weight,
+            jasmin_k=args.kd_jasmin_k, device=device, dtype=dtype, verbose=verbose)
 
     feature_distillation = module.FeatureDistillationTask
     module._parse_args = parse_args

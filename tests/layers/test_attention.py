@@ -27,12 +27,22 @@ def test_l2_attention_matches_definition_and_is_tied():
     attn = ODEAttention(D, num_heads=H, attn_type='l2').eval()
     assert not hasattr(attn, 'qkv') and attn.qk.weight.shape == (D, D)  # one matrix for W_Q = W_K
     x = torch.randn(1, 5, D)
-    attn.keep_attn = True
-    attn(x)
+    probs = attn.attention_probs(x)
     q = attn.qk(x).reshape(1, 5, H, D // H).transpose(1, 2)
     dist2 = (q.unsqueeze(-2) - q.unsqueeze(-3)).pow(2).sum(-1)  # ‖q_i − q_j‖²
     expected = torch.softmax(-dist2 / math.sqrt(D // H), dim=-1)
-    torch.testing.assert_close(attn.last_attn, expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(probs, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('attn_type', ['softmax', 'l2'])
+def test_attention_probs_drive_the_output(attn_type):
+    torch.manual_seed(0)
+    attn = ODEAttention(16, num_heads=2, attn_type=attn_type).eval()
+    x = torch.randn(2, 5, 16)
+    probs = attn.attention_probs(x)
+    v = (attn.qkv(x)[..., 32:] if attn_type == 'softmax' else attn.v(x)).reshape(2, 5, 2, 8).transpose(1, 2)
+    expected = attn.proj((probs @ v).transpose(1, 2).reshape(2, 5, 16))
+    torch.testing.assert_close(attn(x), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_attention_is_bias_free_by_default():

@@ -158,3 +158,38 @@ def test_teacher_checkpoint_missing_or_of_another_architecture(tmp_path):
         load_teacher('vit_small_patch16_224', str(path))
     with pytest.raises(ValueError, match='missing keys'):
         load_teacher('vit_tiny_patch16_224', str(path))  # 12-block architecture, 4-block checkpoint
+
+
+# ---- attention regularisers ----------------------------------------------------------------------
+def test_jasmin_matches_its_definition():
+    from timm_odevit.tasks import jasmin_loss
+    probs = torch.tensor([[0.1, 0.6, 0.3], [0.2, 0.2, 0.6], [1 / 3, 1 / 3, 1 / 3]]).view(1, 1, 3, 3)
+    # sorted rows: (.6, .3, .1), (.6, .2, .2), (1/3, 1/3, 1/3); g_j = p_j (1 - p_j + p_{j+1})
+    g = lambda p: [p[0] * (1 - p[0] + p[1]), p[1] * (1 - p[1] + p[2]), p[2] * (1 - p[2])]  # noqa: E731
+    rows = [(.6, .3, .1), (.6, .2, .2), (1 / 3, 1 / 3, 1 / 3)]
+    expected = max(torch.log(torch.tensor(g(r)[0] / g(r)[1])).item() for r in rows)
+    assert jasmin_loss(probs, k=2).item() == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(ValueError, match='k must be'):
+        jasmin_loss(probs, k=4)
+
+
+def test_attention_mass_l1():
+    from timm_odevit.tasks import attention_mass_l1
+    m = torch.softmax(torch.randn(2, 64), -1)
+    assert attention_mass_l1(m, m).item() == pytest.approx(0., abs=1e-7)
+    teacher = torch.full((2, 196), 1 / 196)  # uniform 14x14 -> uniform 8x8
+    assert attention_mass_l1(torch.full((2, 64), 1 / 64), teacher).item() == pytest.approx(0., abs=1e-6)
+
+
+def test_task_with_attention_regularisers_trains():
+    student = timm.create_model('odevit_tiny_cifar', steps=4)
+    task = TrajectoryDistillationTask(student, _teacher(), attn_mass_weight=0.25, jasmin_weight=1.0, jasmin_k=2)
+    out = task(torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,)))
+    assert torch.isfinite(out['attn_mass_loss']) and torch.isfinite(out['jasmin_loss'])
+    torch.testing.assert_close(out['loss'], out['task_loss'] + out['kd_loss'] + 0.25 * out['attn_mass_loss']
+                               + out['jasmin_loss'])
+    out['loss'].backward()
+    assert student.field.attn.qkv.weight.grad is not None
+    with pytest.raises(ValueError, match='attention-mass loss needs a \\[CLS\\]'):
+        gap = timm.create_model('vit_tiny_patch16_224', num_classes=10, depth=3, class_token=False, global_pool='avg')
+        TrajectoryDistillationTask(timm.create_model('odevit_tiny_cifar', steps=4), gap, attn_mass_weight=0.5)

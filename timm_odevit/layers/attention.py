@@ -1,7 +1,5 @@
 """Attention for the ODE-ViT vector field: bias-free softmax attention and tied L2 attention."""
 import math
-from typing import Optional
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -19,8 +17,7 @@ class ODEAttention(nn.Module):
         "The Lipschitz constant of self-attention": dot-product attention is not Lipschitz, L2
         attention with tied query/key is). The value projection is separate.
 
-    ``keep_attn=True`` stores the last attention probabilities (B, H, N, N) in ``self.last_attn``
-    (explicit, non-fused path) for analysis.
+    :meth:`attention_probs` returns the probabilities (B, H, N, N) for analysis and regularisers.
     """
 
     def __init__(
@@ -45,8 +42,6 @@ class ODEAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.fused_attn = use_fused_attn()
-        self.keep_attn = False
-        self.last_attn: Optional[torch.Tensor] = None
         if attn_type == 'softmax':
             self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias, **dd)
         else:
@@ -59,6 +54,16 @@ class ODEAttention(nn.Module):
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         B, N, _ = x.shape
         return x.reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, N, d_h)
+
+    def attention_probs(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention probabilities (B, H, N, N) on tokens x (differentiable, explicit path)."""
+        if self.attn_type == 'softmax':
+            B, N, _ = x.shape
+            q, k, _ = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+            return ((q @ k.transpose(-2, -1)) * self.head_dim ** -0.5).softmax(-1)
+        q = self._heads(self.qk(x))
+        logits = (q @ q.transpose(-2, -1)) * (2. / math.sqrt(self.head_dim))
+        return (logits - q.pow(2).sum(-1).unsqueeze(-2) / math.sqrt(self.head_dim)).softmax(-1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, N, D = x.shape
@@ -73,16 +78,13 @@ class ODEAttention(nn.Module):
             scale = 2. / math.sqrt(self.head_dim)
             bias = -k.pow(2).sum(-1).unsqueeze(-2) / math.sqrt(self.head_dim)  # (B, H, 1, N)
 
-        if self.fused_attn and not self.keep_attn:
+        if self.fused_attn:
             x = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=bias, dropout_p=self.attn_drop.p if self.training else 0., scale=scale)
         else:
             attn = (q @ k.transpose(-2, -1)) * scale
             if bias is not None:
                 attn = attn + bias
-            attn = attn.softmax(dim=-1)
-            if self.keep_attn:
-                self.last_attn = attn.detach()
-            x = self.attn_drop(attn) @ v
+            x = self.attn_drop(attn.softmax(dim=-1)) @ v
         x = x.transpose(1, 2).reshape(B, N, D)
         return self.proj_drop(self.proj(x))

@@ -5,6 +5,8 @@ treated as samples of the ODE solution X(t) at time points c_1 < … < c_L of th
 
     loss = task_w · CE(student logits)            (from ``ce_start_epoch`` on)
          + distill_w · mean_k MSE(P·x_{c_k}, h_k)  (P: learned projection when widths differ)
+         + attn_mass_w · L1([CLS] attention mass of the last student step, of the last teacher block)
+         + jasmin_w · JaSMin(student attention over the last 85 % of the trajectory)
 
 x / h are the [CLS] tokens (``tokens='cls'``, the paper's choice), or [CLS] + patch tokens with
 the teacher's patch grid interpolated to the student's (``tokens='all'``). Teachers without a
@@ -23,6 +25,7 @@ from timm.task.classification import resolve_classification_loss
 from timm.task.distillation import DistillationTeacher
 from timm.utils import unwrap_model
 
+from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss
 from .time_mapping import MAPPINGS, map_teacher_to_student, teacher_step_distances
 
 _logger = logging.getLogger(__name__)
@@ -89,7 +92,8 @@ def _teacher_from_checkpoint(name: str, checkpoint: str) -> nn.Module:
 class TrajectoryStudent(nn.Module):
     """Student + width projection; ``forward`` returns (logits, taps) so DDP sees one forward.
 
-    taps: list over the mapped time points of (prefix tokens (B, P, D_t), patch tokens (B, M, D_t)).
+    taps: list over the mapped time points of (prefix tokens (B, P, D_t), patch tokens (B, M, D_t));
+    states: the same time points' unprojected token states (B, N, D_s).
     """
 
     def __init__(self, student: nn.Module, indices: List[int], projection: Optional[nn.Module]):
@@ -113,11 +117,12 @@ class TrajectoryStudent(nn.Module):
         final, taps = student.forward_intermediates(
             x, indices=self.indices, output_fmt='NLC', return_prefix_tokens=True)
         logits = student.forward_head(final)
-        out = []
+        out, states = [], []
         for item in taps:
             patches, prefix = _split(item)
             out.append((self.projection(prefix) if prefix is not None else None, self.projection(patches)))
-        return logits, out
+            states.append(torch.cat([prefix, patches], 1) if prefix is not None else patches)
+        return logits, out, states
 
 
 class TrajectoryDistillationTask(TrainingTask):
@@ -137,6 +142,10 @@ class TrajectoryDistillationTask(TrainingTask):
             (a copy, frozen; the teacher is untouched) and classifier (when shapes match).
         calibration_batch: images (normalised for the student) to measure teacher distances for
             'arclength'/'softmax'; defaults to the first training batch (rank 0's, broadcast).
+        attn_mass_weight: weight of the L1 between [CLS] -> patch attention-mass maps (last teacher
+            block vs last student step; reference λ = 0.5 inside the distillation term).
+        jasmin_weight, jasmin_k: JaSMin regulariser on the student's attention over the last 85 %
+            of the trajectory (reference k: 10 free, 2 distillation).
     """
 
     def __init__(
@@ -154,6 +163,9 @@ class TrajectoryDistillationTask(TrainingTask):
             ce_start_epoch: int = 0,
             init_student_from_teacher: bool = False,
             calibration_batch: Optional[torch.Tensor] = None,
+            attn_mass_weight: float = 0.,
+            jasmin_weight: float = 0.,
+            jasmin_k: int = 2,
             device: Optional[torch.device] = None,
             dtype: Optional[torch.dtype] = None,
             verbose: bool = True,
@@ -179,6 +191,13 @@ class TrajectoryDistillationTask(TrainingTask):
         self.distill_loss_weight = 1. if distill_loss_weight is None else distill_loss_weight
         self.task_loss_weight = 1. if task_loss_weight is None else task_loss_weight
         self.ce_start_epoch = ce_start_epoch
+        self.attn_mass_weight, self.jasmin_weight, self.jasmin_k = attn_mass_weight, jasmin_weight, jasmin_k
+        if attn_mass_weight:
+            if not (self.teacher_has_cls and getattr(student, 'has_class_token', False)):
+                raise ValueError('the attention-mass loss needs a [CLS] token in teacher and student')
+            last = getattr(teacher, 'blocks', [None])[-1]
+            if self.num_teacher_blocks < 2 or not hasattr(last, 'attn') or not hasattr(last, 'norm1'):
+                raise TypeError('the attention-mass loss needs a teacher with >= 2 timm ViT blocks (attn, norm1)')
 
         num_points = student.num_time_points
         indices = map_teacher_to_student(self.num_teacher_blocks, num_points, 'uniform')  # validates L <= N
@@ -313,7 +332,7 @@ class TrajectoryDistillationTask(TrainingTask):
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> Dict[str, torch.Tensor]:
         if not self.calibrated:
             self.calibrate(input)
-        logits, student_states = self.trainable_module(input)
+        logits, student_states, raw_states = self.trainable_module(input)
         teacher_states = self._teacher_states(input)
         kd_losses = []
         for (s_prefix, s_patches), t_state in zip(student_states, teacher_states):
@@ -329,7 +348,27 @@ class TrajectoryDistillationTask(TrainingTask):
         epoch = max(unwrap_model(self.trainable_module).epochs_started - 1, 0)
         task_weight = self.task_loss_weight if epoch >= self.ce_start_epoch else 0.
         loss = task_weight * task_loss + self.distill_loss_weight * kd_loss
-        return {'loss': loss, 'output': logits, 'task_loss': task_loss, 'kd_loss': kd_loss}
+        result = {'loss': loss, 'output': logits, 'task_loss': task_loss, 'kd_loss': kd_loss}
+        if self.attn_mass_weight or self.jasmin_weight:
+            from ..analysis import attention_probs, field_attention
+            student = unwrap_model(self.trainable_module).student
+            if self.attn_mass_weight:
+                t_block = self.teacher.model.blocks[-1]
+                prefix, patches = teacher_states[-2]
+                t_in = torch.cat([prefix, patches], 1) if prefix is not None else patches
+                with torch.no_grad():
+                    t_mass = cls_attention_mass(attention_probs(t_block.attn, t_block.norm1(t_in)),
+                                                prefix.shape[1] if prefix is not None else 0)
+                s_mass = cls_attention_mass(field_attention(student, raw_states[-1]), student.num_prefix_tokens)
+                result['attn_mass_loss'] = attention_mass_l1(s_mass, t_mass)
+                result['loss'] = result['loss'] + self.attn_mass_weight * result['attn_mass_loss']
+            if self.jasmin_weight:
+                n = student.num_time_points
+                late = [z for i, z in zip(self.student_indices, raw_states) if (i + 1) / n >= 0.15]
+                result['jasmin_loss'] = torch.stack(
+                    [jasmin_loss(field_attention(student, z), self.jasmin_k) for z in late]).mean()
+                result['loss'] = result['loss'] + self.jasmin_weight * result['jasmin_loss']
+        return result
 
     @staticmethod
     def _resample_patches(patches: torch.Tensor, num_student_patches: int) -> torch.Tensor:

@@ -1,0 +1,51 @@
+"""The released checkpoints in release/: every loading path gives the exported model's logits,
+and the model card's accuracy is what the weights measure on the full CIFAR-10 test set."""
+import json
+import pathlib
+import re
+
+import pytest
+import timm
+import torch
+
+import timm_odevit  # noqa: F401
+from timm_odevit import hub
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CIFAR = ROOT.parent / 'shared' / 'data' / 'cifar10'
+RELEASES = sorted(p.parent for p in (ROOT / 'release').glob('*/config.json'))
+
+
+def test_releases_exist():
+    assert {p.name for p in RELEASES} >= {'odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10'}
+
+
+@pytest.mark.parametrize('folder', RELEASES, ids=lambda p: p.name)
+def test_every_loading_path_gives_the_same_logits(folder):
+    config = json.loads((folder / 'config.json').read_text())
+    repo_id = config['pretrained_cfg']['hf_hub_id']
+    hub.verify_folder(folder)
+    x = torch.randn(2, 3, 32, 32)
+    models = {
+        'local-dir': timm.create_model(f'local-dir:{folder}', pretrained=True),
+        'hf-hub': timm.create_model(f'hf-hub:{repo_id}', pretrained=True),   # offline, from the session cache
+        'registered tag': timm.create_model(folder.name, pretrained=True),  # default_cfgs hf_hub_id
+    }
+    with torch.no_grad():
+        logits = {k: m.eval()(x) for k, m in models.items()}
+    for k in ('hf-hub', 'registered tag'):
+        torch.testing.assert_close(logits[k], logits['local-dir'], msg=k)
+    assert models['registered tag'].nfe == models['local-dir'].nfe  # trained solver settings come with the tag
+
+
+@pytest.mark.parametrize('folder', RELEASES, ids=lambda p: p.name)
+def test_model_card_accuracy_is_reproduced(folder):
+    card = (folder / 'README.md').read_text()
+    assert 'library_name: timm' in card and 'model-index:' in card
+    top1 = float(re.search(r'name: Top-1 accuracy\n\s+value: ([0-9.]+)', card).group(1))
+    images = int(re.search(r'\(([0-9,]+) test images', card).group(1).replace(',', ''))
+    assert images == 10000
+    if not CIFAR.is_dir():
+        pytest.skip(f'{CIFAR} not found')
+    metrics = hub.evaluate(timm.create_model(f'local-dir:{folder}', pretrained=True), str(CIFAR), 'test')
+    assert metrics['images'] == 10000 and f"{metrics['top1']:.2f}" == f'{top1:.2f}'

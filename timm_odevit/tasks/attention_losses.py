@@ -1,0 +1,39 @@
+"""Attention regularisers of ODE-ViT's training: JaSMin and the [CLS] -> patch attention-mass L1."""
+import torch
+import torch.nn.functional as F
+
+
+def jasmin_loss(probs: torch.Tensor, k: int = 10, eps: float = 1e-12) -> torch.Tensor:
+    """JaSMin (Yudin et al. 2025) on attention probabilities (B, H, N, N).
+
+    Per attention row with sorted probabilities p(1) ≥ p(2) ≥ …: g_j = p(j)·(1 − p(j) + p(j+1))
+    (p(N+1) = 0); the row's loss is log(g_1 / g_k); max over queries, mean over heads and batch.
+    """
+    N = probs.shape[-1]
+    if not 1 < k <= N:
+        raise ValueError(f'JaSMin k must be in 2..{N} (the number of tokens), got {k}')
+    p = probs.sort(dim=-1, descending=True).values
+    nxt = torch.cat([p[..., 1:], torch.zeros_like(p[..., :1])], dim=-1)
+    g = p * (1 - p + nxt)
+    row = g[..., 0].clamp_min(eps).log() - g[..., k - 1].clamp_min(eps).log()  # (B, H, N)
+    return row.amax(dim=-1).mean()
+
+
+def cls_attention_mass(probs: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
+    """[CLS] -> patch attention (mean over heads) renormalised over patches: (B, H, N, N) -> (B, M)."""
+    mass = probs[:, :, 0, num_prefix_tokens:].mean(1)
+    return mass / mass.sum(-1, keepdim=True)
+
+
+def attention_mass_l1(student_mass: torch.Tensor, teacher_mass: torch.Tensor) -> torch.Tensor:
+    """L1 between [CLS] attention-mass maps (B, M_s) and (B, M_t); the teacher's square patch grid
+    is resampled to the student's (and renormalised) when they differ."""
+    Ms, Mt = student_mass.shape[-1], teacher_mass.shape[-1]
+    if Ms != Mt:
+        side_s, side_t = round(Ms ** 0.5), round(Mt ** 0.5)
+        if side_s ** 2 != Ms or side_t ** 2 != Mt:
+            raise ValueError(f'attention-mass maps need square patch grids, got {Ms} and {Mt} patches')
+        grid = teacher_mass.reshape(-1, 1, side_t, side_t)
+        teacher_mass = F.interpolate(grid, size=(side_s, side_s), mode='area').flatten(1)
+        teacher_mass = teacher_mass / teacher_mass.sum(-1, keepdim=True)
+    return (student_mass - teacher_mass).abs().sum(-1).mean()
