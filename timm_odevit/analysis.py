@@ -22,7 +22,10 @@ from .layers import BlockField, ODEAttention, ODEBlock, RecurrentBlock
 
 
 def _depth(model: nn.Module):
+    """The model's ODEBlock / RecurrentBlock (timm_odevit models, or an odeified timm ViT)."""
     ode = getattr(model, 'ode', None)
+    if ode is None:
+        ode = getattr(getattr(model, 'blocks', None), 'ode', None)  # odeify(...) result
     if not isinstance(ode, (ODEBlock, RecurrentBlock)):
         raise TypeError(f'{type(model).__name__} has no ODE trajectory: analysis needs a timm_odevit model '
                         '(odevit_*, bvit_*)')

@@ -193,3 +193,16 @@ def test_task_with_attention_regularisers_trains():
     with pytest.raises(ValueError, match='attention-mass loss needs a \\[CLS\\]'):
         gap = timm.create_model('vit_tiny_patch16_224', num_classes=10, depth=3, class_token=False, global_pool='avg')
         TrajectoryDistillationTask(timm.create_model('odevit_tiny_cifar', steps=4), gap, attn_mass_weight=0.5)
+
+
+def test_odeified_vit_distils_from_its_original():
+    from timm_odevit import odeify
+    teacher = _teacher()
+    student = odeify(teacher, init='mean')
+    task = TrajectoryDistillationTask(student, teacher, jasmin_weight=0.1)
+    assert task.student_indices == [0, 1, 2, 3]
+    out = task(torch.randn(2, 3, 224, 224), torch.randint(0, 10, (2,)))
+    out['loss'].backward()
+    assert student.blocks.ode.field.block.attn.qkv.weight.grad is not None
+    with pytest.raises(TypeError, match='no ODE time points'):
+        TrajectoryDistillationTask(_teacher(), _teacher())

@@ -41,6 +41,17 @@ def _split(item) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     return (item[0], item[1]) if isinstance(item, (tuple, list)) else (item, None)
 
 
+def _num_time_points(student: nn.Module) -> int:
+    """Time points of a timm_odevit model or an odeified timm ViT; TypeError for anything else."""
+    from ..analysis import _depth
+    if not callable(getattr(student, 'forward_intermediates', None)):
+        raise TypeError(f'student {type(student).__name__} has no forward_intermediates()')
+    try:
+        return _depth(student).num_time_points
+    except TypeError:
+        raise TypeError(f'student {type(student).__name__} has no ODE time points to align') from None
+
+
 def load_teacher(
         teacher: Union[str, nn.Module],
         checkpoint: Optional[str] = None,
@@ -176,8 +187,7 @@ class TrajectoryDistillationTask(TrainingTask):
         if tokens not in TOKEN_MODES:
             raise ValueError(f'Unknown tokens {tokens!r}; choose one of {TOKEN_MODES}')
         student = unwrap_model(student_model)
-        if not hasattr(student, 'num_time_points') or not hasattr(student, 'forward_intermediates'):
-            raise TypeError(f'student {type(student).__name__} has no ODE time points to align')
+        num_points = _num_time_points(student)
         teacher = load_teacher(teacher_model, teacher_checkpoint, num_classes=student.num_classes, device=self.device)
         self.teacher = DistillationTeacher(teacher, device=self.device, dtype=self.dtype)
         self.teacher_input_size = tuple(teacher.pretrained_cfg['input_size'][-2:]) \
@@ -199,7 +209,6 @@ class TrajectoryDistillationTask(TrainingTask):
             if self.num_teacher_blocks < 2 or not hasattr(last, 'attn') or not hasattr(last, 'norm1'):
                 raise TypeError('the attention-mass loss needs a teacher with >= 2 timm ViT blocks (attn, norm1)')
 
-        num_points = student.num_time_points
         indices = map_teacher_to_student(self.num_teacher_blocks, num_points, 'uniform')  # validates L <= N
         t_dim, s_dim = teacher.embed_dim, student.embed_dim
         projection = nn.Linear(s_dim, t_dim, device=self.device, dtype=self.dtype) if t_dim != s_dim else None
@@ -270,7 +279,7 @@ class TrajectoryDistillationTask(TrainingTask):
         if self.mapping != 'uniform':
             states = self._teacher_states(x)
             distances = teacher_step_distances([self._targets(s) for s in states])
-            num_points = unwrap_model(self.trainable_module).student.num_time_points
+            num_points = _num_time_points(unwrap_model(self.trainable_module).student)
             indices = torch.tensor(map_teacher_to_student(
                 self.num_teacher_blocks, num_points, self.mapping, distances, self.mapping_temperature),
                 device=x.device)
@@ -363,7 +372,7 @@ class TrajectoryDistillationTask(TrainingTask):
                 result['attn_mass_loss'] = attention_mass_l1(s_mass, t_mass)
                 result['loss'] = result['loss'] + self.attn_mass_weight * result['attn_mass_loss']
             if self.jasmin_weight:
-                n = student.num_time_points
+                n = _num_time_points(student)
                 late = [z for i, z in zip(self.student_indices, raw_states) if (i + 1) / n >= 0.15]
                 result['jasmin_loss'] = torch.stack(
                     [jasmin_loss(field_attention(student, z), self.jasmin_k) for z in late]).mean()
