@@ -21,11 +21,13 @@ RELEASE_DIR = pathlib.Path(__file__).resolve().parents[1] / 'release'
 def _install_releases() -> None:
     """Released folders into the session's HF cache under their hf_hub_id: pretrained=True on the
     registered tags then runs timm's real hub download code, offline."""
-    import json
+    from timm.models import get_pretrained_cfg
     from timm_odevit.hub import install_in_hf_cache
     for config in sorted(RELEASE_DIR.glob('*/config.json')):
-        repo_id = json.loads(config.read_text())['pretrained_cfg']['hf_hub_id']
-        install_in_hf_cache(config.parent, repo_id)
+        cfg = get_pretrained_cfg(config.parent.name)  # the folder is named like its registered tag
+        if cfg is None or not cfg.hf_hub_id:
+            raise RuntimeError(f'{config.parent} has no registered tag with an hf_hub_id in default_cfgs')
+        install_in_hf_cache(config.parent, cfg.hf_hub_id)
 
 
 _install_releases()

@@ -180,10 +180,12 @@ def lyapunov_exponent_of_field(
 @torch.no_grad()
 def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tuple[float, torch.Tensor]:
     """Largest Lyapunov exponent of the [CLS] trajectory (per unit time; per iteration for bViT
-    recurrence). RK4 over ``steps`` points as in the reference."""
+    recurrence). RK4 over ``steps`` points as in the reference, in float64 on a copy of the model
+    (trained fields can grow the state by many orders of magnitude)."""
+    import copy
+    model = copy.deepcopy(model).double().eval()
     ode = _depth(model)
-    model.eval()
-    x0 = model._embed(x[:1])
+    x0 = model._embed(x[:1].double())
     with explicit_attention(model):
         if isinstance(ode, RecurrentBlock):
             return lyapunov_exponent_of_field(field_fn(model), x0, float(ode.iterations), ode.iterations,

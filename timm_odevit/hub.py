@@ -145,7 +145,8 @@ model-index:
     body = f'''
 # {name}
 
-A [timm_odevit](https://github.com/) model: `{info['architecture']}` ({type(model).__name__}) trained on {dataset}.
+A timm_odevit model (`import timm_odevit` registers it with timm): `{info['architecture']}`
+({type(model).__name__}) trained on {dataset}.
 
 | | |
 |---|---|

@@ -125,8 +125,19 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> 
         'nfe': int(getattr(model, 'nfe', 0)),
         'figures': ['attention_over_time.png', 'trajectory_pca.png', 'dynamics.png', 'lyapunov.png'],
     }
-    (out / 'summary.json').write_text(json.dumps(summary, indent=2))
+    (out / 'summary.json').write_text(json.dumps(_finite_or_none(summary), indent=2))
     return summary
+
+
+def _finite_or_none(obj):
+    """JSON has no NaN/Inf: write them as null."""
+    if isinstance(obj, float):
+        return obj if obj == obj and abs(obj) != float('inf') else None
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite_or_none(v) for v in obj]
+    return obj
 
 
 def main(argv: Optional[list] = None) -> None:
