@@ -99,3 +99,13 @@ def test_bad_input():
         odeify(_vit('vit_tiny_patch16_224'), field='naive')
     with pytest.raises(ValueError, match='already odeified'):
         odeify(odeify(_vit('vit_tiny_patch16_224')))
+
+
+def test_registered_vit_odeified_for_train_py():
+    model = timm.create_model('vit_odeified', base='vit_tiny_patch16_224', depth=3, num_classes=10,
+                              field='odevit', solver='rk4', steps=6)
+    assert isinstance(model.blocks, ODEBlockStack) and model.blocks.ode.solver.method == 'rk4'
+    assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
+    assert model.pretrained_cfg['architecture'] == 'vit_tiny_patch16_224'
+    with pytest.raises(TypeError):
+        timm.create_model('vit_odeified', not_an_arg=1)

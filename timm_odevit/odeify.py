@@ -35,8 +35,8 @@ class _ODEStep:
     def __init__(self, stack: 'ODEBlockStack', index: int):
         self.stack, self.index = stack, index
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.stack.step(x, self.index)
+    def __call__(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False):
+        return self.stack(x, step=self.index, attn_mask=attn_mask, is_causal=is_causal)
 
 
 @register_notrace_module
@@ -65,15 +65,23 @@ class ODEBlockStack(nn.Module):
             return shorter
         return _ODEStep(self, range(len(self))[item])
 
-    def step(self, x: torch.Tensor, index: int) -> torch.Tensor:
-        """Advance x from t_index to t_{index+1} (one step of the configured solver)."""
+    def forward(
+            self,
+            x: torch.Tensor,
+            step: Optional[int] = None,
+            attn_mask: Optional[torch.Tensor] = None,
+            is_causal: bool = False,
+    ) -> torch.Tensor:
+        """Integrate the whole horizon, or with ``step`` = i advance x from t_i to t_{i+1} (one step
+        of the configured solver; what iterating over the stack calls)."""
+        if attn_mask is not None or is_causal:
+            raise ValueError('attention masks / causal attention are not supported inside an odeified ViT')
+        if step is None:
+            return self.ode(x)
         cfg = self.ode.solver
         one = ODEBlock(self.ode.field, cfg.replace(t_end=cfg.h, steps=1))
         one.grad_checkpointing = self.ode.grad_checkpointing
         return one(x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ode(x)
 
 
 @torch.no_grad()

@@ -9,7 +9,7 @@ import timm
 import pytest
 from timm.models import get_pretrained_cfg_value
 
-OUR_MODELS = set(timm.list_models(module=['odevit', 'bvit']))
+OUR_MODELS = set(timm.list_models(module=['odevit', 'bvit', 'odeified']))
 
 NOT_APPLICABLE = {
     'test_model_forward_torchscript':

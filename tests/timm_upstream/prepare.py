@@ -18,7 +18,7 @@ import timm
 
 HERE = pathlib.Path(__file__).resolve().parent
 GENERATED = HERE / '_generated'
-OUR_NAME_FILTERS = ["'odevit_*'", "'bvit_*'"]
+OUR_NAME_FILTERS = ["'odevit_*'", "'bvit_*'"]  # (vit_odeified and the matched vit_* baselines match 'vit_*')
 OUR_MODULES = ["'odevit'", "'bvit'"]
 ANCHORS = {
     'NON_STD_FILTERS = [\n': OUR_NAME_FILTERS,
