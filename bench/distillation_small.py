@@ -77,32 +77,26 @@ def main():
     print('teacher', results['teacher_discrete_vit'], flush=True)
     teacher.eval().requires_grad_(False)
 
-    for name, distil in (('odevit_scratch', False), ('odevit_distilled', True)):
-        torch.manual_seed(1)
-        student = timm.create_model('odevit_tiny_cifar', steps=4)
-        if distil:
-            task = TrajectoryDistillationTask(student, copy.deepcopy(teacher), criterion_kwargs=dict(smoothing=0.1))
-        else:
-            task = ClassificationTask(student, criterion_kwargs=dict(smoothing=0.1))
+    def train_student(name, student, distil, seed):
+        """CE only, or trajectory distillation from (a copy of) the teacher; same budget either way."""
+        kwargs = dict(criterion_kwargs=dict(smoothing=0.1))
+        task = TrajectoryDistillationTask(student, copy.deepcopy(teacher), **kwargs) if distil \
+            else ClassificationTask(student, **kwargs)
         params = [p for p in task.get_trainable_module().parameters() if p.requires_grad]
-        secs = fit(task, params, train, args, 1, args.epochs)
+        secs = fit(task, params, train, args, seed, args.epochs)
         results[name] = {'top1': accuracy(student, test), 'train_s': secs}
         print(name, results[name], flush=True)
+
+    for name, distil in (('odevit_scratch', False), ('odevit_distilled', True)):
+        torch.manual_seed(1)
+        train_student(name, timm.create_model('odevit_tiny_cifar', steps=4), distil, seed=1)
 
     converted = odeify(teacher, init='mean').requires_grad_(True)
     results['odeified_at_conversion'] = {'top1': accuracy(converted, test),
                                          'params': sum(p.numel() for p in converted.parameters())}
     print('odeified', results['odeified_at_conversion'], flush=True)
     for name, distil in (('odeified_ce_finetune', False), ('odeified_self_distilled', True)):
-        student = odeify(teacher, init='mean').requires_grad_(True)
-        if distil:
-            task = TrajectoryDistillationTask(student, copy.deepcopy(teacher), criterion_kwargs=dict(smoothing=0.1))
-        else:
-            task = ClassificationTask(student, criterion_kwargs=dict(smoothing=0.1))
-        params = [p for p in task.get_trainable_module().parameters() if p.requires_grad]
-        secs = fit(task, params, train, args, 2, args.epochs)
-        results[name] = {'top1': accuracy(student, test), 'train_s': secs}
-        print(name, results[name], flush=True)
+        train_student(name, odeify(teacher, init='mean').requires_grad_(True), distil, seed=2)
     path = write_result('distillation_small', {
         'benchmark': 'distillation_small',
         'budget': f'{10 * args.train_per_class} CIFAR-10 train images (first per class), teacher {args.teacher_epochs} '
