@@ -2,7 +2,7 @@
 
 ``import timm_odevit`` registers every model with timm (``timm.create_model('odevit_tiny_cifar')``).
 """
-from .layers import CenterNorm, ODEAttention, ODEBlock, ODEViTField, SolverConfig
+from .layers import BlockField, CenterNorm, ODEAttention, ODEBlock, ODEViTField, RecurrentBlock, SolverConfig
 from .models import BViT, ODEViT
 from .odeify import ODEBlockStack, odeify
 
