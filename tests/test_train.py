@@ -1,7 +1,6 @@
 """The train.py entry point: locating timm's script, configs, and end-to-end runs of the REAL
 train.py (these run when TIMM_TRAIN_PY points at a timm checkout's train.py, else skip)."""
 import glob
-import json
 import os
 import pathlib
 import shutil

@@ -16,7 +16,7 @@ biases cannot). Initialisation: ``'block:k'`` (block k), ``'mean'`` (the paramet
 blocks) or ``'random'``.
 """
 import copy
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, Iterator, Optional, Union
 
 import torch
 from torch import nn

@@ -1,7 +1,6 @@
 import pytest
 import timm
 import torch
-import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 import timm_odevit  # noqa: F401

@@ -1,5 +1,5 @@
 """ODEBlock: a continuous-depth layer integrating a token vector field with torchdiffeq."""
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 import torch
 from torch import nn

@@ -1,6 +1,5 @@
 """The ODE-ViT vector field ψ: one shared parallel attention + MLP block."""
 import math
-from typing import Optional
 
 import torch
 from torch import nn

@@ -13,7 +13,6 @@ settings are changeable after training, and a blow-up raises an error instead of
 """
 from typing import Any, Dict, Optional, Tuple, Union
 
-import torch
 from torch import nn
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
