@@ -9,6 +9,7 @@ import time
 from typing import Callable, Dict
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 RESULTS = pathlib.Path(__file__).resolve().parent / 'results'
 
@@ -45,3 +46,14 @@ def write_result(name: str, payload: dict) -> pathlib.Path:
     path = RESULTS / f'{name}.json'
     path.write_text(json.dumps({'environment': environment(), **payload}, indent=2) + '\n')
     return path
+
+
+def gflops(model: torch.nn.Module) -> float:
+    """GFLOPs of one forward at batch 1 and the model's default input size (multiply-add = 2 FLOPs)."""
+    x = torch.randn(1, *model.pretrained_cfg['input_size'])
+    was_training = model.training
+    model.eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(x)
+    model.train(was_training)
+    return counter.get_total_flops() / 1e9

@@ -11,48 +11,17 @@
 """
 import argparse
 import copy
-import math
-import time
 
 import timm
 import torch
-from timm.optim import create_optimizer_v2
 from timm.task import ClassificationTask
 
 import timm_odevit  # noqa: F401
 from timm_odevit import odeify
 from timm_odevit.tasks import TrajectoryDistillationTask
-from _data import DEFAULT_ROOT, augment, load_split
+from _data import DEFAULT_ROOT, load_split
+from _train import accuracy, fit
 from _util import write_result
-
-
-def fit(task, params, data, args, seed, epochs):
-    x, y = data
-    opt = create_optimizer_v2(params, 'adamw', lr=args.lr, weight_decay=0.05)
-    steps = math.ceil(len(x) / args.batch) * epochs
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps, pct_start=0.1)
-    gen = torch.Generator().manual_seed(seed)
-    t0 = time.time()
-    for _ in range(epochs):
-        perm = torch.randperm(len(x), generator=gen)
-        for s in range(0, len(x), args.batch):
-            idx = perm[s:s + args.batch]
-            task.train()
-            loss = task(augment(x[idx], gen), y[idx])['loss']
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-    return time.time() - t0
-
-
-@torch.no_grad()
-def accuracy(model, data):
-    model.eval()
-    x, y = data
-    correct = sum((model(x[i:i + 500]).argmax(-1) == y[i:i + 500]).sum().item() for i in range(0, len(x), 500))
-    return 100. * correct / len(x)
 
 
 def main():

@@ -7,23 +7,18 @@ bench/results/model_table.json.
     python bench/model_table.py
 """
 import timm
-import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 import timm_odevit  # noqa: F401
-from _util import write_result
+from _util import gflops, write_result
 
 
 def describe(name: str) -> dict:
     model = timm.create_model(name).eval()
     cfg = model.pretrained_cfg
-    x = torch.randn(1, *cfg['input_size'])
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(x)
     row = {
         'model': name,
         'params_M': sum(p.numel() for p in model.parameters()) / 1e6,
-        'gflops': counter.get_total_flops() / 1e9,
+        'gflops': gflops(model),
         'input': cfg['input_size'][-1],
         'num_classes': model.num_classes,
     }

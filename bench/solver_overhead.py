@@ -62,7 +62,7 @@ def main():
     # all three compute the same state
     with torch.no_grad():
         ref = loop(x0)
-        for name, fn in ways.items():
+        for fn in ways.values():
             torch.testing.assert_close(fn(x0), ref, rtol=1e-4, atol=1e-5)
 
     results = {}

@@ -1,0 +1,50 @@
+"""The one training recipe every accuracy benchmark uses, and top-1 evaluation.
+
+AdamW, one-cycle (10 % warm-up, cosine), weight decay 0.05, flip + 4-px reflect-pad crop,
+label smoothing 0.1 (set by the task), grad-norm clip 1 — the recipe of the benchmarks issue's
+CIFAR-10 reference point.
+"""
+import math
+import time
+from typing import Callable, Optional, Sequence, Tuple
+
+import torch
+from timm.optim import create_optimizer_v2
+
+from _data import augment
+
+
+def fit(task, params: Sequence[torch.nn.Parameter], data: Tuple[torch.Tensor, torch.Tensor], args, seed: int,
+        epochs: int, log: Optional[Callable[[str], None]] = None) -> float:
+    """Train ``task`` (a timm TrainingTask) on in-memory ``data``; ``args`` gives lr and batch. Returns seconds."""
+    x, y = data
+    params = list(params)
+    opt = create_optimizer_v2(params, 'adamw', lr=args.lr, weight_decay=0.05)
+    steps_per_epoch = math.ceil(len(x) / args.batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps_per_epoch * epochs,
+                                                pct_start=0.1)
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.time()
+    for epoch in range(epochs):
+        perm = torch.randperm(len(x), generator=gen)
+        task.train()
+        for s in range(0, len(x), args.batch):
+            idx = perm[s:s + args.batch]
+            loss = task(augment(x[idx], gen), y[idx])['loss']
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+        if log is not None:
+            log(f'epoch {epoch + 1}/{epochs} loss {loss.item():.3f} ({time.time() - t0:.0f}s)')
+    return time.time() - t0
+
+
+@torch.no_grad()
+def accuracy(model: torch.nn.Module, data: Tuple[torch.Tensor, torch.Tensor], batch: int = 500) -> float:
+    """Top-1 (%) of ``model`` in eval mode on in-memory ``data``."""
+    model.eval()
+    x, y = data
+    correct = sum((model(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum().item() for i in range(0, len(x), batch))
+    return 100. * correct / len(x)

@@ -1,0 +1,103 @@
+"""Accuracy vs parameters on real CIFAR-10: ODE-ViT and bViT against discrete timm ViTs.
+
+Every model gets the same recipe and epochs (bench/_train.py: AdamW lr 1e-3 one-cycle with 10 %
+warm-up, wd 0.05, flip + 4-px reflect-pad crop, label smoothing 0.1, clip 1, batch 128) on the
+first 4,500 training images of each class; the last 500 of each class (5,000) are held out as
+validation, and the 10,000 test images are evaluated once, after training. For the ODE-ViT the
+test accuracy is also measured at other inference step counts and solvers than it was trained
+with (robustness to the grid). Results accumulate in bench/results/accuracy_vs_params.json (one
+entry per model, so `--models` can run them one by one) and the plots accuracy_vs_params.png and inference_grid.png.
+
+    python bench/accuracy_vs_params.py [--epochs 2] [--models odevit_tiny_cifar ...]
+"""
+import argparse
+import json
+import time
+
+import timm
+import torch
+from timm.task import ClassificationTask
+
+import timm_odevit  # noqa: F401
+from _data import DEFAULT_ROOT, load_split
+import plots
+from _train import accuracy, fit
+from _util import RESULTS, gflops, write_result
+
+# name -> (timm model, kwargs, what it is compared as)
+MODELS = {
+    'vit_tiny_cifar_params_matched': ('vit_tiny_cifar_params_matched', {}, 'discrete ViT, bViT/ODE-ViT params'),
+    'odevit_tiny_cifar': ('odevit_tiny_cifar', {'steps': 6}, 'ODE-ViT, 6 Euler steps'),
+    'bvit_tiny_cifar': ('bvit_tiny_cifar', {}, 'bViT, 12 recurrent iterations'),
+    'vit_tiny_cifar_flops_matched': ('vit_tiny_cifar_flops_matched', {}, 'discrete ViT, bViT FLOPs, ~10x params'),
+}
+INFERENCE_GRIDS = [('euler', s) for s in (1, 2, 3, 4, 6, 8, 12, 24)] + [('midpoint', 3), ('rk4', 2), ('rk4', 6)]
+
+
+def inference_grid_sweep(model, data):
+    """Top-1 of a trained ODE model at other (solver, steps) than it was trained with; restores it."""
+    trained = model.solver
+    rows = []
+    try:
+        for method, steps in INFERENCE_GRIDS:
+            model.set_solver(method=method, steps=steps)
+            rows.append({'method': method, 'steps': steps, 'block_evals': model.nfe, 'top1': accuracy(model, data)})
+            print(f'  {method} {steps} steps ({model.nfe} evals): {rows[-1]["top1"]:.2f}', flush=True)
+    finally:
+        model.ode.solver = trained
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--data', default=str(DEFAULT_ROOT))
+    p.add_argument('--models', nargs='+', default=list(MODELS), choices=list(MODELS))
+    p.add_argument('--train-per-class', type=int, default=4500)
+    p.add_argument('--val-per-class', type=int, default=500)
+    p.add_argument('--epochs', type=int, default=2)
+    p.add_argument('--batch', type=int, default=128)
+    p.add_argument('--lr', type=float, default=1e-3)
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--sweep-images', type=int, default=2000, help='test images for the inference-grid sweep')
+    args = p.parse_args()
+    train = load_split(args.data, 'train', args.train_per_class)
+    val = load_split(args.data, 'train', args.val_per_class, offset=args.train_per_class)
+    test = load_split(args.data, 'test', 1000)
+    budget = (f'{len(train[0])} CIFAR-10 train images (first {args.train_per_class}/class; the next '
+              f'{args.val_per_class}/class held out as validation), {args.epochs} epochs, batch {args.batch}, AdamW '
+              f'lr {args.lr} one-cycle (10% warm-up), wd 0.05, flip + 4px reflect crop, smoothing 0.1, clip 1; '
+              f'test on all {len(test[0])} test images once; CPU ({torch.get_num_threads()} threads)')
+    out = RESULTS / 'accuracy_vs_params.json'
+    runs = json.loads(out.read_text())['runs'] if out.exists() else {}
+    for name in args.models:
+        arch, kwargs, role = MODELS[name]
+        torch.manual_seed(args.seed)
+        model = timm.create_model(arch, **kwargs)
+        task = ClassificationTask(model, criterion_kwargs=dict(smoothing=0.1))
+        secs = fit(task, model.parameters(), train, args, args.seed, args.epochs,
+                   log=lambda m, name=name: print(f'{name}: {m}', flush=True))
+        run = {
+            'arch': arch, 'kwargs': kwargs, 'role': role, 'budget': budget,
+            'family': 'discrete' if arch.startswith('vit_') else arch.split('_')[0],
+            'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': gflops(model),
+            'train_s': round(secs, 1), 'train_img_per_s': round(args.epochs * len(train[0]) / secs, 1),
+            'val_top1': accuracy(model, val), 'test_top1': accuracy(model, test),
+        }
+        print(f'{name}: val {run["val_top1"]:.2f} test {run["test_top1"]:.2f} ({secs:.0f}s)', flush=True)
+        if getattr(model, 'solver', None) is not None and getattr(model, 'regime', 'ode') == 'ode':
+            idx = torch.randperm(len(test[0]), generator=torch.Generator().manual_seed(0))[:args.sweep_images]
+            sweep = (test[0][idx], test[1][idx])
+            run['inference_grid_sweep'] = {'images': args.sweep_images,
+                                           'test_top1': inference_grid_sweep(model, sweep)}
+        runs[name] = run
+        write_result('accuracy_vs_params', {'benchmark': 'accuracy_vs_params', 'finished': time.ctime(), 'runs': runs})
+    result = json.loads(out.read_text())
+    plots.accuracy_vs_params(result), plots.inference_grid(result)
+    print('| model | role | params (M) | GFLOPs | train img/s | val top-1 | test top-1 |\n|---|---|---|---|---|---|---|')
+    for name, r in runs.items():
+        print(f'| {name} | {r["role"]} | {r["params_M"]:.3f} | {r["gflops"]:.3f} | {r["train_img_per_s"]:.0f} | '
+              f'{r["val_top1"]:.2f} | {r["test_top1"]:.2f} |')
+
+
+if __name__ == '__main__':
+    main()

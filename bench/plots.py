@@ -1,0 +1,94 @@
+"""PNG plots from the JSON in bench/results (no training; run after the benchmarks).
+
+    python bench/plots.py
+"""
+import json
+
+from _util import RESULTS
+
+
+def _figure():
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    return plt.subplots(figsize=(6, 4))
+
+
+def _save(fig, ax, name):
+    ax.grid(alpha=.3)
+    fig.tight_layout()
+    fig.savefig(RESULTS / name, dpi=120)
+    return RESULTS / name
+
+
+def accuracy_vs_params(result):
+    fig, ax = _figure()
+    for name, r in result['runs'].items():
+        ax.scatter(r['params_M'], r['test_top1'], marker='o' if r['family'] == 'discrete' else 's', s=50)
+        ax.annotate(f'{name}\n{r["gflops"]:.2f} GFLOPs', (r['params_M'], r['test_top1']), fontsize=7,
+                    xytext=(4, 4), textcoords='offset points')
+    ax.set_xscale('log')
+    ax.set(xlabel='parameters (M, log)', ylabel='CIFAR-10 test top-1 (%)')
+    ax.set_title('same recipe and epochs (CPU-sized budget)', fontsize=9)
+    return _save(fig, ax, 'accuracy_vs_params.png')
+
+
+def inference_grid(result):
+    fig, ax = _figure()
+    for name, r in result['runs'].items():
+        sweep = r.get('inference_grid_sweep')
+        if not sweep:
+            continue
+        for method in dict.fromkeys(row['method'] for row in sweep['test_top1']):
+            rows = [row for row in sweep['test_top1'] if row['method'] == method]
+            ax.plot([row['block_evals'] for row in rows], [row['top1'] for row in rows], 'o-', label=f'{name} {method}')
+        trained = r['kwargs'].get('steps')
+        ax.axvline(trained, color='grey', ls=':', label=f'trained: euler {trained} steps')
+    ax.set_xscale('log', base=2)
+    ax.set(xlabel='field evaluations at inference (log2)', ylabel='test top-1 (%)')
+    ax.legend(fontsize=8)
+    return _save(fig, ax, 'inference_grid.png')
+
+
+def memory_vs_steps(result):
+    fig, ax = _figure()
+    rows = result['rows']
+    for mode in ('direct', 'grad_checkpointing', 'adjoint'):
+        ax.plot([r['steps'] for r in rows], [r[mode] for r in rows], 'o-', label=mode)
+    ax.set(xlabel='Euler steps', ylabel='peak training memory (MiB)')
+    ax.set_title(f'{result["model"]}, batch {result["batch"]}', fontsize=9)
+    ax.legend()
+    return _save(fig, ax, 'memory_vs_steps.png')
+
+
+def deep_supervision_horizon(result):
+    fig, ax = _figure()
+    for name, run in result['runs'].items():
+        curve = run['accuracy_vs_iterations']
+        ax.plot([c['point'] for c in curve], [c['top1'] for c in curve], label=name)
+    ax.axvline(result['trained_iterations'], color='grey', ls=':', label='training horizon T')
+    ax.set(xlabel='inference iterations', ylabel='test top-1 (%)')
+    ax.set_title(result['model'], fontsize=9)
+    ax.legend()
+    return _save(fig, ax, 'deep_supervision_horizon.png')
+
+
+PLOTS = {
+    'accuracy_vs_params': (accuracy_vs_params, inference_grid),
+    'memory_vs_steps': (memory_vs_steps,),
+    'deep_supervision_horizon': (deep_supervision_horizon,),
+}
+
+
+def main():
+    for name, fns in PLOTS.items():
+        path = RESULTS / f'{name}.json'
+        if not path.exists():
+            print(f'skip {name}: no {path.name}')
+            continue
+        for fn in fns:
+            print('wrote', fn(json.loads(path.read_text())))
+
+
+if __name__ == '__main__':
+    main()
