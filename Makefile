@@ -32,4 +32,4 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=10 $(ARGS)
 
 bench: $(STAMP)
-	cd bench && ../$(BIN)/python solver_overhead.py && ../$(BIN)/python model_table.py
+	cd bench && for s in throughput solver_overhead memory_vs_steps model_table plots; do ../$(BIN)/python $$s.py || exit 1; done

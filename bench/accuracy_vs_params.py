@@ -12,6 +12,7 @@ entry per model, so `--models` can run them one by one) and the plots accuracy_v
 """
 import argparse
 import json
+import pathlib
 import time
 
 import timm
@@ -48,7 +49,7 @@ def inference_grid_sweep(model, data):
     return rows
 
 
-def main():
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--data', default=str(DEFAULT_ROOT))
     p.add_argument('--models', nargs='+', default=list(MODELS), choices=list(MODELS))
@@ -58,15 +59,24 @@ def main():
     p.add_argument('--batch', type=int, default=128)
     p.add_argument('--lr', type=float, default=1e-3)
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--save-dir', default=None, help='also save each trained state_dict here as <model>.pth')
     p.add_argument('--sweep-images', type=int, default=2000, help='test images for the inference-grid sweep')
-    args = p.parse_args()
+    return p
+
+
+def describe_budget(args, num_train: int, num_test: int) -> str:
+    return (f'{num_train} CIFAR-10 train images (first {args.train_per_class}/class; the next '
+            f'{args.val_per_class}/class held out as validation), {args.epochs} epochs, batch {args.batch}, AdamW '
+            f'lr {args.lr} one-cycle (10% warm-up), wd 0.05, flip + 4px reflect crop, smoothing 0.1, clip 1; '
+            f'test on all {num_test} test images once; CPU ({torch.get_num_threads()} threads)')
+
+
+def main():
+    args = build_parser().parse_args()
     train = load_split(args.data, 'train', args.train_per_class)
     val = load_split(args.data, 'train', args.val_per_class, offset=args.train_per_class)
     test = load_split(args.data, 'test', 1000)
-    budget = (f'{len(train[0])} CIFAR-10 train images (first {args.train_per_class}/class; the next '
-              f'{args.val_per_class}/class held out as validation), {args.epochs} epochs, batch {args.batch}, AdamW '
-              f'lr {args.lr} one-cycle (10% warm-up), wd 0.05, flip + 4px reflect crop, smoothing 0.1, clip 1; '
-              f'test on all {len(test[0])} test images once; CPU ({torch.get_num_threads()} threads)')
+    budget = describe_budget(args, len(train[0]), len(test[0]))
     out = RESULTS / 'accuracy_vs_params.json'
     runs = json.loads(out.read_text())['runs'] if out.exists() else {}
     for name in args.models:
@@ -90,9 +100,13 @@ def main():
             run['inference_grid_sweep'] = {'images': args.sweep_images,
                                            'test_top1': inference_grid_sweep(model, sweep)}
         runs[name] = run
+        if args.save_dir:
+            pathlib.Path(args.save_dir).mkdir(parents=True, exist_ok=True)
+            torch.save(model.state_dict(), pathlib.Path(args.save_dir) / f'{name}.pth')
         write_result('accuracy_vs_params', {'benchmark': 'accuracy_vs_params', 'finished': time.ctime(), 'runs': runs})
     result = json.loads(out.read_text())
-    plots.accuracy_vs_params(result), plots.inference_grid(result)
+    plots.accuracy_vs_params(result)
+    plots.inference_grid(result)
     print('| model | role | params (M) | GFLOPs | train img/s | val top-1 | test top-1 |\n|---|---|---|---|---|---|---|')
     for name, r in runs.items():
         print(f'| {name} | {r["role"]} | {r["params_M"]:.3f} | {r["gflops"]:.3f} | {r["train_img_per_s"]:.0f} | '

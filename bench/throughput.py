@@ -7,7 +7,7 @@ timed interleaved in the same run (inference and one train step: forward, CE, ba
 ratio ODE / discrete reported; the goal for fixed-step ODE-ViT is ≤ 1.05. `--compile` adds the
 same comparison with both models wrapped in torch.compile (default inductor backend).
 
-    python bench/throughput.py [--batch 64] [--repeats 9] [--compile]
+    python bench/throughput.py [--batch 64] [--repeats 9] [--compile] [--include-224]
 """
 import argparse
 
@@ -28,6 +28,13 @@ VARIANTS = [
     ('bvit_tiny_cifar', dict(), 'recurrent 12'),
     ('bvit_tiny_cifar', dict(regime='ode', solver='euler', steps=12), 'ode euler 12'),
     ('bvit_tiny_cifar', dict(regime='ode', solver='rk4', steps=3), 'ode rk4 3'),
+    ('odevit_small_cifar', dict(solver='euler', steps=12), 'euler 12'),
+    ('bvit_small_cifar', dict(), 'recurrent 12'),
+]
+VARIANTS_224 = [
+    ('odevit_small_patch16_224', dict(solver='euler', steps=12), 'euler 12'),
+    ('odevit_base_patch16_224', dict(solver='euler', steps=12), 'euler 12'),
+    ('bvit_base_patch16_224', dict(), 'recurrent 12'),
 ]
 COMPILE_VARIANTS = ('euler 12', 'recurrent 12')
 
@@ -43,15 +50,19 @@ def discrete_twin(model, depth: int) -> VisionTransformer:
 
 
 def compare(ode, vit, x, y, repeats):
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+
     def infer(m):
         def run():
             with torch.no_grad():
                 m(x)
+            sync()
         return run
 
     def train(m):
         def run():
             torch.nn.functional.cross_entropy(m(x), y).backward()
+            sync()
         return run
 
     out = {}
@@ -68,16 +79,18 @@ def main():
     p.add_argument('--batch', type=int, default=64)
     p.add_argument('--repeats', type=int, default=9)
     p.add_argument('--compile', action='store_true', help=f'also time {COMPILE_VARIANTS} under torch.compile')
+    p.add_argument('--include-224', action='store_true', help='also the 224 px models (default on a GPU)')
     args = p.parse_args()
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
-    x = torch.randn(args.batch, 3, 32, 32, device=device)
-    y = torch.randint(0, 10, (args.batch,), device=device)
+    variants = VARIANTS + (VARIANTS_224 if args.include_224 or device == 'cuda' else [])
     rows = []
     print('| model | solver | block evals | inference ODE/discrete | train step ODE/discrete | ODE train img/s |')
     print('|---|---|---|---|---|---|')
-    for name, kwargs, label in VARIANTS:
+    for name, kwargs, label in variants:
         torch.manual_seed(0)
         ode = timm.create_model(name, **kwargs).to(device)
+        x = torch.randn(args.batch, *ode.pretrained_cfg['input_size'], device=device)
+        y = torch.randint(0, ode.num_classes, (args.batch,), device=device)
         with torch.no_grad():
             ode(x)
         evals = ode.nfe

@@ -1,0 +1,94 @@
+"""What ODE-ViT needs to train well at a small budget: one knob at a time on odevit_tiny_cifar.
+
+Every variant is trained with the shared recipe (bench/_train.py), the same data order and seed
+on a CIFAR-10 subset, and tested on held-out test images. The default is the registered
+odevit_tiny_cifar at 6 Euler steps: emulated depth s = 12 over t ∈ [0, 1], so each Euler step
+moves the state by h·s = 2 "blocks" — the knobs are the effective step h·s (depth_scale, steps),
+the registers, and the attention type.
+
+    python bench/odevit_ablation.py [--train-per-class 500] [--epochs 2] [--variants default depth_scale_6]
+"""
+import argparse
+import json
+
+import timm
+import torch
+from torch import nn
+from timm.task import ClassificationTask
+
+import timm_odevit  # noqa: F401
+from _data import DEFAULT_ROOT, load_split
+from _train import accuracy, fit
+from _util import RESULTS, gflops, write_result
+
+
+
+def _layernorm_field(model):
+    """Diagnostic only: LayerNorm instead of CenterNorm inside the field (not Lipschitz on R^D)."""
+    field = model.field
+    field.norm_attn, field.norm_mlp = nn.LayerNorm(model.embed_dim), nn.LayerNorm(model.embed_dim)
+    return model
+
+
+# name -> (model, kwargs, change applied to the built model or None)
+VARIANTS = {
+    'default': ('odevit_tiny_cifar', {'steps': 6}, None),
+    'depth_scale_6': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 6.}, None),
+    'depth_scale_3': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 3.}, None),
+    'depth_scale_24': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 24.}, None),
+    'steps_12': ('odevit_tiny_cifar', {'steps': 12}, None),
+    'no_registers': ('odevit_tiny_cifar', {'steps': 6, 'reg_tokens': 0}, None),
+    'l2_attention': ('odevit_tiny_cifar', {'steps': 6, 'attn_type': 'l2'}, None),
+    'layernorm_field': ('odevit_tiny_cifar', {'steps': 6}, _layernorm_field),
+    'anchor_discrete_vit': ('vit_tiny_cifar_params_matched', {}, None),  # same budget, 0.46M discrete ViT
+}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--data', default=str(DEFAULT_ROOT))
+    p.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=list(VARIANTS))
+    p.add_argument('--train-per-class', type=int, default=500)
+    p.add_argument('--test-per-class', type=int, default=200)
+    p.add_argument('--epochs', type=int, default=2)
+    p.add_argument('--batch', type=int, default=128)
+    p.add_argument('--lr', type=float, default=1e-3)
+    p.add_argument('--seed', type=int, default=0)
+    args = p.parse_args()
+    train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
+    budget = (f'{10 * args.train_per_class} CIFAR-10 train images (first per class), {args.epochs} epochs, batch '
+              f'{args.batch}, AdamW lr {args.lr} one-cycle (10% warm-up), wd 0.05, flip + 4px crop, smoothing '
+              f'0.1, clip 1; test on {10 * args.test_per_class} test images (first per class); CPU-sized')
+    out = RESULTS / 'odevit_ablation.json'
+    # rows of earlier invocations at the same budget are kept, so variants can be run one by one
+    previous = json.loads(out.read_text()) if out.exists() else {}
+    rows = {r['variant']: r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
+    for name in args.variants:
+        arch, kwargs, change = VARIANTS[name]
+        torch.manual_seed(args.seed)
+        model = timm.create_model(arch, **kwargs)
+        if change is not None:
+            model = change(model)
+        row = {'variant': name, 'model': arch, 'kwargs': kwargs, 'change': change.__doc__ if change else None,
+               'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': gflops(model),
+               'step_in_blocks': model.field.depth_scale * model.solver.h if hasattr(model, 'field') else None}
+        try:
+            row['train_s'] = fit(ClassificationTask(model, criterion_kwargs={'smoothing': 0.1}), model.parameters(),
+                                 train, args, args.seed, args.epochs,
+                                 log=lambda m, name=name: print(f'{name}: {m}', flush=True))
+            row['test_top1'] = accuracy(model, test)
+        except FloatingPointError as e:
+            row['diverged'] = str(e)
+        rows[name] = row
+        print(name, row, flush=True)
+        path = write_result('odevit_ablation', {'benchmark': 'odevit_ablation',
+                                                'budget': budget, 'rows': list(rows.values())})
+    print('| variant | kwargs | params (M) | GFLOPs | h·s | test top-1 |\n|---|---|---|---|---|---|')
+    for r in rows.values():
+        print(f'| {r["variant"]} | {r["kwargs"]} | {r["params_M"]:.3f} | {r["gflops"]:.3f} | {r["step_in_blocks"] or '-'} | '
+              f'{r.get("test_top1", "diverged")} |')
+    print(f'wrote {path}')
+
+
+if __name__ == '__main__':
+    main()
