@@ -42,7 +42,8 @@ def inference_grid_sweep(model, data):
     try:
         for method, steps in INFERENCE_GRIDS:
             model.set_solver(method=method, steps=steps)
-            rows.append({'method': method, 'steps': steps, 'block_evals': model.nfe, 'top1': accuracy(model, data)})
+            top1 = accuracy(model, data)  # before reading nfe: it counts the evaluations of the last forward
+            rows.append({'method': method, 'steps': steps, 'block_evals': model.nfe, 'top1': top1})
             print(f'  {method} {steps} steps ({model.nfe} evals): {rows[-1]["top1"]:.2f}', flush=True)
     finally:
         model.ode.solver = trained
@@ -103,6 +104,8 @@ def main():
         if args.save_dir:
             pathlib.Path(args.save_dir).mkdir(parents=True, exist_ok=True)
             torch.save(model.state_dict(), pathlib.Path(args.save_dir) / f'{name}.pth')
+        if out.exists():  # another invocation may have added models meanwhile: keep them
+            runs = {**json.loads(out.read_text())['runs'], name: run}
         write_result('accuracy_vs_params', {'benchmark': 'accuracy_vs_params', 'finished': time.ctime(), 'runs': runs})
     result = json.loads(out.read_text())
     plots.accuracy_vs_params(result)

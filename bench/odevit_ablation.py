@@ -1,12 +1,14 @@
 """What ODE-ViT needs to train well at a small budget: one knob at a time on odevit_tiny_cifar.
 
 Every variant is trained with the shared recipe (bench/_train.py), the same data order and seed
-on a CIFAR-10 subset, and tested on held-out test images. The default is the registered
-odevit_tiny_cifar at 6 Euler steps: emulated depth s = 12 over t ∈ [0, 1], so each Euler step
-moves the state by h·s = 2 "blocks" — the knobs are the effective step h·s (depth_scale, steps),
-the registers, and the attention type.
+on a CIFAR-10 subset, and tested on held-out test images; a discrete ViT of equal parameters at
+the same budget is the anchor. The default is the registered odevit_tiny_cifar at 6 Euler steps:
+emulated depth s = 12 over t ∈ [0, 1], so each Euler step moves the state by h·s = 2 "blocks".
+Knobs: the effective step h·s (depth_scale, steps), registers, attention type, learning rate,
+and — as a diagnostic, not a library option — LayerNorm instead of CenterNorm inside the field.
+Rows accumulate in bench/results/odevit_ablation.json across invocations at the same budget.
 
-    python bench/odevit_ablation.py [--train-per-class 500] [--epochs 2] [--variants default depth_scale_6]
+    python bench/odevit_ablation.py [--train-per-class 1500] [--epochs 2] [--variants default lr_3e-4 ...]
 """
 import argparse
 import json
@@ -30,9 +32,10 @@ def _layernorm_field(model):
     return model
 
 
-# name -> (model, kwargs, change applied to the built model or None)
+# name -> (model, kwargs, change applied to the built model or None[, recipe overrides])
 VARIANTS = {
     'default': ('odevit_tiny_cifar', {'steps': 6}, None),
+    'lr_3e-4': ('odevit_tiny_cifar', {'steps': 6}, None, {'lr': 3e-4}),
     'depth_scale_6': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 6.}, None),
     'depth_scale_3': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 3.}, None),
     'depth_scale_24': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 24.}, None),
@@ -48,7 +51,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--data', default=str(DEFAULT_ROOT))
     p.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=list(VARIANTS))
-    p.add_argument('--train-per-class', type=int, default=500)
+    p.add_argument('--train-per-class', type=int, default=1500)
     p.add_argument('--test-per-class', type=int, default=200)
     p.add_argument('--epochs', type=int, default=2)
     p.add_argument('--batch', type=int, default=128)
@@ -64,17 +67,18 @@ def main():
     previous = json.loads(out.read_text()) if out.exists() else {}
     rows = {r['variant']: r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
     for name in args.variants:
-        arch, kwargs, change = VARIANTS[name]
+        arch, kwargs, change, *overrides = VARIANTS[name]
+        recipe = argparse.Namespace(**{**vars(args), **(overrides[0] if overrides else {})})
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
         if change is not None:
             model = change(model)
-        row = {'variant': name, 'model': arch, 'kwargs': kwargs, 'change': change.__doc__ if change else None,
+        row = {'variant': name, 'model': arch, 'kwargs': kwargs, 'lr': recipe.lr, 'change': change.__doc__ if change else None,
                'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': gflops(model),
                'step_in_blocks': model.field.depth_scale * model.solver.h if hasattr(model, 'field') else None}
         try:
             row['train_s'] = fit(ClassificationTask(model, criterion_kwargs={'smoothing': 0.1}), model.parameters(),
-                                 train, args, args.seed, args.epochs,
+                                 train, recipe, args.seed, args.epochs,
                                  log=lambda m, name=name: print(f'{name}: {m}', flush=True))
             row['test_top1'] = accuracy(model, test)
         except FloatingPointError as e:
@@ -83,9 +87,9 @@ def main():
         print(name, row, flush=True)
         path = write_result('odevit_ablation', {'benchmark': 'odevit_ablation',
                                                 'budget': budget, 'rows': list(rows.values())})
-    print('| variant | kwargs | params (M) | GFLOPs | h·s | test top-1 |\n|---|---|---|---|---|---|')
+    print('| variant | kwargs | lr | params (M) | GFLOPs | h·s | test top-1 |\n|---|---|---|---|---|---|---|')
     for r in rows.values():
-        print(f'| {r["variant"]} | {r["kwargs"]} | {r["params_M"]:.3f} | {r["gflops"]:.3f} | {r["step_in_blocks"] or '-'} | '
+        print(f'| {r["variant"]} | {r["kwargs"]} | {r.get("lr", "-")} | {r["params_M"]:.3f} | {r["gflops"]:.3f} | {r["step_in_blocks"] or "-"} | '
               f'{r.get("test_top1", "diverged")} |')
     print(f'wrote {path}')
 
