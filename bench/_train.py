@@ -10,8 +10,33 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 from timm.optim import create_optimizer_v2
+from timm.task import ClassificationTask
 
-from _data import augment
+from _data import DEFAULT_ROOT, augment
+
+
+def add_recipe_args(p, train_per_class: int, test_per_class: Optional[int] = 200) -> None:
+    """The data and recipe flags every accuracy benchmark takes (``test_per_class=None``: no test subset flag)."""
+    p.add_argument('--data', default=str(DEFAULT_ROOT))
+    p.add_argument('--train-per-class', type=int, default=train_per_class)
+    if test_per_class is not None:
+        p.add_argument('--test-per-class', type=int, default=test_per_class)
+    p.add_argument('--epochs', type=int, default=2)
+    p.add_argument('--batch', type=int, default=128)
+    p.add_argument('--lr', type=float, default=1e-3)
+    p.add_argument('--seed', type=int, default=0)
+
+
+def subset_budget(args) -> str:
+    """The budget of a run on the first ``train_per_class`` / ``test_per_class`` images of each class."""
+    return (f'{10 * args.train_per_class} CIFAR-10 train images (first per class), {args.epochs} epochs, batch '
+            f'{args.batch}, AdamW lr {args.lr} one-cycle (10% warm-up), wd 0.05, flip + 4px crop, smoothing '
+            f'0.1, clip 1; test on {10 * args.test_per_class} test images (first per class); CPU-sized')
+
+
+def classification_task(model: torch.nn.Module) -> ClassificationTask:
+    """timm's CE task with the recipe's label smoothing."""
+    return ClassificationTask(model, criterion_kwargs={'smoothing': 0.1})
 
 
 def fit(task, params: Sequence[torch.nn.Parameter], data: Tuple[torch.Tensor, torch.Tensor], args, seed: int,

@@ -17,12 +17,11 @@ import time
 
 import timm
 import torch
-from timm.task import ClassificationTask
 
 import timm_odevit  # noqa: F401
-from _data import DEFAULT_ROOT, load_split
+from _data import load_split
 import plots
-from _train import accuracy, fit
+from _train import accuracy, add_recipe_args, classification_task, fit
 from _util import RESULTS, gflops, write_result
 
 # name -> (timm model, kwargs, what it is compared as)
@@ -52,14 +51,9 @@ def inference_grid_sweep(model, data):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--data', default=str(DEFAULT_ROOT))
     p.add_argument('--models', nargs='+', default=list(MODELS), choices=list(MODELS))
-    p.add_argument('--train-per-class', type=int, default=4500)
+    add_recipe_args(p, train_per_class=4500, test_per_class=None)  # all 10k test images
     p.add_argument('--val-per-class', type=int, default=500)
-    p.add_argument('--epochs', type=int, default=2)
-    p.add_argument('--batch', type=int, default=128)
-    p.add_argument('--lr', type=float, default=1e-3)
-    p.add_argument('--seed', type=int, default=0)
     p.add_argument('--save-dir', default=None, help='also save each trained state_dict here as <model>.pth')
     p.add_argument('--sweep-images', type=int, default=2000, help='test images for the inference-grid sweep')
     return p
@@ -84,8 +78,7 @@ def main():
         arch, kwargs, role = MODELS[name]
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
-        task = ClassificationTask(model, criterion_kwargs=dict(smoothing=0.1))
-        secs = fit(task, model.parameters(), train, args, args.seed, args.epochs,
+        secs = fit(classification_task(model), model.parameters(), train, args, args.seed, args.epochs,
                    log=lambda m, name=name: print(f'{name}: {m}', flush=True))
         run = {
             'arch': arch, 'kwargs': kwargs, 'role': role, 'budget': budget,

@@ -17,11 +17,10 @@ import argparse
 
 import timm
 import torch
-from timm.task import ClassificationTask
 
 import timm_odevit  # noqa: F401
-from _data import DEFAULT_ROOT, load_split
-from _train import accuracy, fit
+from _data import load_split
+from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
 from _util import write_result
 
 RUNS = (
@@ -35,13 +34,7 @@ FINE_GRIDS = (('euler', 24), ('rk4', 12))
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--data', default=str(DEFAULT_ROOT))
-    p.add_argument('--train-per-class', type=int, default=600)
-    p.add_argument('--test-per-class', type=int, default=200)
-    p.add_argument('--epochs', type=int, default=2)
-    p.add_argument('--batch', type=int, default=128)
-    p.add_argument('--lr', type=float, default=1e-3)
-    p.add_argument('--seed', type=int, default=0)
+    add_recipe_args(p, train_per_class=600)
     args = p.parse_args()
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
     rows = []
@@ -51,7 +44,7 @@ def main():
         model = timm.create_model('bvit_tiny_cifar', regime='ode', field=field, solver=method, steps=steps)
         row = {'field': field, 'method': method, 'steps': steps}
         try:
-            row['train_s'] = fit(ClassificationTask(model, criterion_kwargs=dict(smoothing=0.1)), model.parameters(),
+            row['train_s'] = fit(classification_task(model), model.parameters(),
                                  train, args, args.seed, args.epochs, log=lambda m, name=name: print(f'{name}: {m}', flush=True))
             row['test_top1'] = accuracy(model, test)
             row['block_evals'] = model.nfe  # of the last forward
@@ -69,10 +62,7 @@ def main():
         print(name, row, flush=True)
     path = write_result('bvit_field_and_solver', {
         'benchmark': 'bvit_field_and_solver', 'model': 'bvit_tiny_cifar', 'regime': 'ode', 'horizon': 12,
-        'budget': f'{10 * args.train_per_class} CIFAR-10 train images (first per class), {args.epochs} epochs, batch '
-                  f'{args.batch}, AdamW lr {args.lr} one-cycle (10% warm-up), wd 0.05, flip + 4px crop, smoothing '
-                  f'0.1, clip 1; test on {10 * args.test_per_class} test images (first per class); CPU-sized',
-        'rows': rows})
+        'budget': subset_budget(args), 'rows': rows})
     print('| field | solver | steps | block evals | test top-1 | euler 24 | rk4 12 |\n|---|---|---|---|---|---|---|')
     for r in rows:
         cells = [r.get('test_top1', 'diverged'), r.get('test_top1_euler24', '-'), r.get('test_top1_rk412', '-')]

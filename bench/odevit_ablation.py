@@ -16,11 +16,10 @@ import json
 import timm
 import torch
 from torch import nn
-from timm.task import ClassificationTask
 
 import timm_odevit  # noqa: F401
-from _data import DEFAULT_ROOT, load_split
-from _train import accuracy, fit
+from _data import load_split
+from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
 from _util import RESULTS, gflops, write_result
 
 
@@ -49,19 +48,11 @@ VARIANTS = {
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--data', default=str(DEFAULT_ROOT))
     p.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=list(VARIANTS))
-    p.add_argument('--train-per-class', type=int, default=1500)
-    p.add_argument('--test-per-class', type=int, default=200)
-    p.add_argument('--epochs', type=int, default=2)
-    p.add_argument('--batch', type=int, default=128)
-    p.add_argument('--lr', type=float, default=1e-3)
-    p.add_argument('--seed', type=int, default=0)
+    add_recipe_args(p, train_per_class=1500)
     args = p.parse_args()
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
-    budget = (f'{10 * args.train_per_class} CIFAR-10 train images (first per class), {args.epochs} epochs, batch '
-              f'{args.batch}, AdamW lr {args.lr} one-cycle (10% warm-up), wd 0.05, flip + 4px crop, smoothing '
-              f'0.1, clip 1; test on {10 * args.test_per_class} test images (first per class); CPU-sized')
+    budget = subset_budget(args)
     out = RESULTS / 'odevit_ablation.json'
     # rows of earlier invocations at the same budget are kept, so variants can be run one by one
     previous = json.loads(out.read_text()) if out.exists() else {}
@@ -77,7 +68,7 @@ def main():
                'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': gflops(model),
                'step_in_blocks': model.field.depth_scale * model.solver.h if hasattr(model, 'field') else None}
         try:
-            row['train_s'] = fit(ClassificationTask(model, criterion_kwargs={'smoothing': 0.1}), model.parameters(),
+            row['train_s'] = fit(classification_task(model), model.parameters(),
                                  train, recipe, args.seed, args.epochs,
                                  log=lambda m, name=name: print(f'{name}: {m}', flush=True))
             row['test_top1'] = accuracy(model, test)
