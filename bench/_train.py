@@ -40,8 +40,12 @@ def classification_task(model: torch.nn.Module) -> ClassificationTask:
 
 
 def fit(task, params: Sequence[torch.nn.Parameter], data: Tuple[torch.Tensor, torch.Tensor], args, seed: int,
-        epochs: int, log: Optional[Callable[[str], None]] = None) -> float:
-    """Train ``task`` (a timm TrainingTask) on in-memory ``data``; ``args`` gives lr and batch. Returns seconds."""
+        epochs: int, log: Optional[Callable[[str], None]] = None,
+        on_step: Optional[Callable[[int, float], None]] = None) -> float:
+    """Train ``task`` (a timm TrainingTask) on in-memory ``data``; ``args`` gives lr and batch. Returns seconds.
+
+    ``on_step(step, loss)`` is called after every optimiser step (0-based); it must leave the model in train mode.
+    """
     x, y = data
     params = list(params)
     opt = create_optimizer_v2(params, 'adamw', lr=args.lr, weight_decay=0.05)
@@ -50,6 +54,7 @@ def fit(task, params: Sequence[torch.nn.Parameter], data: Tuple[torch.Tensor, to
                                                 pct_start=0.1)
     gen = torch.Generator().manual_seed(seed)
     t0 = time.time()
+    step = 0
     for epoch in range(epochs):
         perm = torch.randperm(len(x), generator=gen)
         task.train()
@@ -61,6 +66,9 @@ def fit(task, params: Sequence[torch.nn.Parameter], data: Tuple[torch.Tensor, to
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             sched.step()
+            if on_step is not None:
+                on_step(step, loss.item())
+            step += 1
         if log is not None:
             log(f'epoch {epoch + 1}/{epochs} loss {loss.item():.3f} ({time.time() - t0:.0f}s)')
     return time.time() - t0

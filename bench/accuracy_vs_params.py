@@ -28,6 +28,8 @@ from _util import RESULTS, gflops, write_result
 MODELS = {
     'vit_tiny_cifar_params_matched': ('vit_tiny_cifar_params_matched', {}, 'discrete ViT, bViT/ODE-ViT params'),
     'odevit_tiny_cifar': ('odevit_tiny_cifar', {'steps': 6}, 'ODE-ViT, 6 Euler steps'),
+    'odevit_tiny_cifar_layernorm': ('odevit_tiny_cifar', {'steps': 6, 'field_norm': 'layer'},
+                                    'ODE-ViT, 6 Euler steps, LayerNorm field'),
     'bvit_tiny_cifar': ('bvit_tiny_cifar', {}, 'bViT, 12 recurrent iterations'),
     'vit_tiny_cifar_flops_matched': ('vit_tiny_cifar_flops_matched', {}, 'discrete ViT, bViT FLOPs, ~10x params'),
 }

@@ -5,7 +5,7 @@ on a CIFAR-10 subset, and tested on held-out test images; a discrete ViT of equa
 the same budget is the anchor. The default is the registered odevit_tiny_cifar at 6 Euler steps:
 emulated depth s = 12 over t ∈ [0, 1], so each Euler step moves the state by h·s = 2 "blocks".
 Knobs: the effective step h·s (depth_scale, steps), registers, attention type, learning rate,
-and — as a diagnostic, not a library option — LayerNorm instead of CenterNorm inside the field.
+and the field's norm (``field_norm='layer'``: LayerNorm instead of the paper's CenterNorm).
 Rows accumulate in bench/results/odevit_ablation.json across invocations at the same budget.
 
     python bench/odevit_ablation.py [--train-per-class 1500] [--epochs 2] [--variants default lr_3e-4 ...]
@@ -15,34 +15,24 @@ import json
 
 import timm
 import torch
-from torch import nn
 
 import timm_odevit  # noqa: F401
 from _data import load_split
 from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
 from _util import RESULTS, gflops, write_result
 
-
-
-def _layernorm_field(model):
-    """Diagnostic only: LayerNorm instead of CenterNorm inside the field (not Lipschitz on R^D)."""
-    field = model.field
-    field.norm_attn, field.norm_mlp = nn.LayerNorm(model.embed_dim), nn.LayerNorm(model.embed_dim)
-    return model
-
-
-# name -> (model, kwargs, change applied to the built model or None[, recipe overrides])
+# name -> (model, kwargs[, recipe overrides])
 VARIANTS = {
-    'default': ('odevit_tiny_cifar', {'steps': 6}, None),
-    'lr_3e-4': ('odevit_tiny_cifar', {'steps': 6}, None, {'lr': 3e-4}),
-    'depth_scale_6': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 6.}, None),
-    'depth_scale_3': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 3.}, None),
-    'depth_scale_24': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 24.}, None),
-    'steps_12': ('odevit_tiny_cifar', {'steps': 12}, None),
-    'no_registers': ('odevit_tiny_cifar', {'steps': 6, 'reg_tokens': 0}, None),
-    'l2_attention': ('odevit_tiny_cifar', {'steps': 6, 'attn_type': 'l2'}, None),
-    'layernorm_field': ('odevit_tiny_cifar', {'steps': 6}, _layernorm_field),
-    'anchor_discrete_vit': ('vit_tiny_cifar_params_matched', {}, None),  # same budget, 0.46M discrete ViT
+    'default': ('odevit_tiny_cifar', {'steps': 6}),
+    'lr_3e-4': ('odevit_tiny_cifar', {'steps': 6}, {'lr': 3e-4}),
+    'depth_scale_6': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 6.}),
+    'depth_scale_3': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 3.}),
+    'depth_scale_24': ('odevit_tiny_cifar', {'steps': 6, 'depth_scale': 24.}),
+    'steps_12': ('odevit_tiny_cifar', {'steps': 12}),
+    'no_registers': ('odevit_tiny_cifar', {'steps': 6, 'reg_tokens': 0}),
+    'l2_attention': ('odevit_tiny_cifar', {'steps': 6, 'attn_type': 'l2'}),
+    'layernorm_field': ('odevit_tiny_cifar', {'steps': 6, 'field_norm': 'layer'}),
+    'anchor_discrete_vit': ('vit_tiny_cifar_params_matched', {}),  # same budget, 0.46M discrete ViT
 }
 
 
@@ -58,13 +48,11 @@ def main():
     previous = json.loads(out.read_text()) if out.exists() else {}
     rows = {r['variant']: r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
     for name in args.variants:
-        arch, kwargs, change, *overrides = VARIANTS[name]
+        arch, kwargs, *overrides = VARIANTS[name]
         recipe = argparse.Namespace(**{**vars(args), **(overrides[0] if overrides else {})})
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
-        if change is not None:
-            model = change(model)
-        row = {'variant': name, 'model': arch, 'kwargs': kwargs, 'lr': recipe.lr, 'change': change.__doc__ if change else None,
+        row = {'variant': name, 'model': arch, 'kwargs': kwargs, 'lr': recipe.lr,
                'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': gflops(model),
                'step_in_blocks': model.field.depth_scale * model.solver.h if hasattr(model, 'field') else None}
         try:

@@ -187,3 +187,21 @@ def test_meta_tensors_keep_shape():
     field = ODEViTField(16, 2, device='meta')
     out = solve(field, x0, SolverConfig(steps=4), [2, 4])
     assert out.shape == (2, 2, 5, 16) and out.is_meta
+
+
+def test_fixed_grid_forward_stops_recompiling():
+    # the NFE bookkeeping must not change Python state dynamo guards on: a counter bumped inside the
+    # field recompiled the step for every evaluation until the recompile limit (8), then ran eager
+    import torch._dynamo
+    torch._dynamo.reset()
+    block = ODEBlock(_field(), SolverConfig(method='euler', steps=12))
+    compiled = torch.compile(block, backend='eager')
+    x = torch.randn(1, 3, 16)
+    expected = block(x)
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        compiled(x)  # warm-up: torchdiffeq's step function compiles for y0 without and with requires_grad
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            for _ in range(3):
+                torch.testing.assert_close(compiled(x), expected)
+    assert block.nfe == 12
+    torch._dynamo.reset()

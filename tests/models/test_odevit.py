@@ -5,6 +5,7 @@ import timm
 import torch
 
 import timm_odevit
+from timm_odevit.layers import CenterNorm
 from timm_odevit.models.odevit import ODEViT, checkpoint_filter_fn  # noqa: F401
 
 ALL = ['odevit_tiny_cifar', 'odevit_small_cifar', 'odevit_small_patch16_224', 'odevit_base_patch16_224']
@@ -173,9 +174,23 @@ def test_device_dtype_kwargs():
 def test_variants_options():
     x = torch.randn(1, 3, 32, 32)
     for kwargs in ({'attn_type': 'l2'}, {'final_norm': False}, {'reg_tokens': 0}, {'time_conditioned': True},
-                   {'class_token': False, 'global_pool': 'avg'}, {'bias': True}):
+                   {'class_token': False, 'global_pool': 'avg'}, {'bias': True}, {'field_norm': 'layer'}):
         model = timm.create_model('odevit_tiny_cifar', steps=3, **kwargs).eval()
         assert torch.isfinite(model(x)).all(), kwargs
+
+
+def test_layernorm_field_is_scale_invariant_centernorm_is_not():
+    # the field's input norm: LayerNorm makes ψ(c·X) = ψ(X) for c > 0 (when γ, β are at init); CenterNorm scales with c
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 256)
+    t = torch.tensor(0.)
+    for norm, invariant in (('layer', True), ('center', False)):
+        field = timm.create_model('odevit_tiny_cifar', field_norm=norm).field.eval()
+        assert isinstance(field.norm_attn, torch.nn.LayerNorm if norm == 'layer' else CenterNorm)
+        same = torch.allclose(field(t, 10 * x), field(t, x), atol=1e-4)
+        assert same == invariant, norm
+    with pytest.raises(ValueError, match="Unknown field norm 'rms'"):
+        timm.create_model('odevit_tiny_cifar', field_norm='rms')
 
 
 def test_time_conditioned_field_starts_autonomous():

@@ -4,6 +4,6 @@ from .block_fields import FIELD_TYPES, BlockField
 from .center_norm import CenterNorm
 from .ode_block import ODEBlock
 from .recurrent_block import RecurrentBlock
-from .odevit_field import ODEViTField, TimeEmbedding
+from .odevit_field import FIELD_NORMS, ODEViTField, TimeEmbedding
 from .solver import ADAPTIVE_METHODS, FIXED_GRID_METHODS, METHODS, SolverConfig, assert_finite, solve
 from .spectral_init import spectral_init_

@@ -8,6 +8,9 @@ from timm.layers import register_notrace_module
 
 from .solver import SolverConfig, solve
 
+# methods whose every step makes exactly SolverConfig.evals_per_step field evaluations
+_EXACT_EVAL_METHODS = ('euler', 'midpoint', 'heun2', 'heun3', 'rk4')
+
 
 @register_notrace_module  # torch.fx treats the whole integration as one leaf call
 class ODEBlock(nn.Module):
@@ -16,7 +19,9 @@ class ODEBlock(nn.Module):
     ``field`` is any module called as ``field(t, x)`` (0-dim time tensor, state (B, N, D)).
     The solver settings live in ``self.solver`` (a :class:`SolverConfig`) and can be changed at
     any time with :meth:`set_solver`. After each forward, ``self.nfe`` holds the number of field
-    evaluations it made (backward evaluations of the adjoint method are not counted).
+    evaluations it made (backward evaluations of the adjoint method are not counted). For the
+    Runge–Kutta grids it is steps × stages, computed rather than counted, so that no Python counter
+    changes inside the integration (torch.compile would specialise on it and recompile every call).
     """
 
     def __init__(self, field: nn.Module, solver: Optional[SolverConfig] = None):
@@ -26,6 +31,7 @@ class ODEBlock(nn.Module):
         self.grad_checkpointing = False
         self.nfe = 0
         self._evals = 0
+        self._count_evals = True
 
     @property
     def num_time_points(self) -> int:
@@ -46,7 +52,8 @@ class ODEBlock(nn.Module):
         self.set_solver(t_end=self.solver.h * num_points, steps=num_points)
 
     def _rhs(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        self._evals += 1
+        if self._count_evals:
+            self._evals += 1
         if self.grad_checkpointing and torch.is_grad_enabled() and not self.solver.adjoint:
             return checkpoint(self.field, t, x, use_reentrant=False)
         return self.field(t, x)
@@ -56,12 +63,13 @@ class ODEBlock(nn.Module):
 
         Integration stops at the largest index.
         """
-        self._evals = 0
+        exact = self.solver.method in _EXACT_EVAL_METHODS
+        self._count_evals, self._evals = not exact, 0
         states = solve(
             self._rhs, x, self.solver, [i + 1 for i in indices],
             adjoint_params=tuple(self.field.parameters()),
         )
-        self.nfe = self._evals
+        self.nfe = (indices[-1] + 1) * self.solver.evals_per_step if exact else self._evals
         return states
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,16 @@ from timm.layers import DropPath, Mlp
 from .attention import ODEAttention
 from .center_norm import CenterNorm
 
+FIELD_NORMS = ('center', 'layer')
+
+
+def _field_norm(kind: str, dim: int, **dd) -> nn.Module:
+    if kind == 'center':
+        return CenterNorm(dim, **dd)
+    if kind == 'layer':
+        return nn.LayerNorm(dim, **dd)
+    raise ValueError(f'Unknown field norm {kind!r}; choose one of {FIELD_NORMS}')
+
 
 class TimeEmbedding(nn.Module):
     """e(t) = W · [sin(2πkt/T), cos(2πkt/T)]_{k=1..F}: a learned time code for non-autonomous fields.
@@ -35,6 +45,10 @@ class ODEViTField(nn.Module):
     state, each behind its own CenterNorm, no biases; ``depth_scale`` s is the emulated depth
     (integrating over t ∈ [0, 1] with scale s is the same as t ∈ [0, s] unscaled). With
     ``time_conditioned`` the field sees X + e(t) (non-autonomous); the default is autonomous.
+
+    ``norm='layer'`` puts LayerNorm in place of CenterNorm. CenterNorm (the paper's choice) keeps ψ
+    Lipschitz but not scale-invariant: when the state grows along t, the attention logits grow with
+    its square and the softmax saturates; LayerNorm bounds the field's input (bench/README.md).
     """
 
     def __init__(
@@ -49,6 +63,7 @@ class ODEViTField(nn.Module):
             proj_drop: float = 0.,
             drop_path: float = 0.,
             time_conditioned: bool = False,
+            norm: str = 'center',
             act_layer=nn.GELU,
             device=None,
             dtype=None,
@@ -59,11 +74,11 @@ class ODEViTField(nn.Module):
             raise ValueError(f'depth_scale must be > 0, got {depth_scale}')
         self.depth_scale = float(depth_scale)
         self.time_embed = TimeEmbedding(dim, **dd) if time_conditioned else None
-        self.norm_attn = CenterNorm(dim, **dd)
+        self.norm_attn = _field_norm(norm, dim, **dd)
         self.attn = ODEAttention(
             dim, num_heads, attn_type=attn_type, qkv_bias=bias, proj_bias=bias,
             attn_drop=attn_drop, proj_drop=proj_drop, **dd)
-        self.norm_mlp = CenterNorm(dim, **dd)
+        self.norm_mlp = _field_norm(norm, dim, **dd)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, bias=bias, drop=proj_drop, **dd)
         self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()
 

@@ -46,6 +46,7 @@ class ODEViT(TokenTrajectoryModel):
             mlp_ratio: float = 2.,
             depth_scale: float = 12.,
             attn_type: str = 'softmax',
+            field_norm: str = 'center',
             bias: bool = False,
             class_token: bool = True,
             reg_tokens: int = 10,
@@ -77,6 +78,8 @@ class ODEViT(TokenTrajectoryModel):
             embed_dim, num_heads, mlp_ratio: width, heads and MLP expansion of the shared field.
             depth_scale: s in ψ = s·(Attn + MLP), the reference's "emulated depth".
             attn_type: 'softmax' (reference) or 'l2' (tied-QK Lipschitz attention).
+            field_norm: the field's pre-norms, 'center' (CenterNorm, the paper) or 'layer'
+                (LayerNorm: scale-invariant, trains stably at the benchmark recipe, see bench/README.md).
             bias: biases in the field's linear layers (the reference has none).
             class_token, reg_tokens: prefix tokens ([CLS] and learnable registers).
             final_norm: LayerNorm on the final state before pooling/head.
@@ -95,6 +98,7 @@ class ODEViT(TokenTrajectoryModel):
             drop_rate=drop_rate, pos_drop_rate=pos_drop_rate, **dd)
         field = ODEViTField(
             embed_dim, num_heads, mlp_ratio=mlp_ratio, depth_scale=depth_scale, attn_type=attn_type, bias=bias,
+            norm=field_norm,
             attn_drop=attn_drop_rate, proj_drop=proj_drop_rate, drop_path=drop_path_rate,
             time_conditioned=time_conditioned, **dd)
         self.ode = ODEBlock(field, SolverConfig(
