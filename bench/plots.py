@@ -73,10 +73,30 @@ def deep_supervision_horizon(result):
     return _save(fig, ax, 'deep_supervision_horizon.png')
 
 
+def odevit_stability(result):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, (ax_rms, ax_ent) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for r in result['rows']:
+        if 'final' not in r:
+            continue
+        label = f'{r["variant"]} ({r["test_top1"]:.1f} %)'
+        ax_rms.plot(range(len(r['final']['state_rms'])), r['final']['state_rms'], 'o-', label=label)
+        ax_ent.plot(range(len(r['final']['attn_entropy'])), r['final']['attn_entropy'], 'o-', label=label)
+    ax_rms.set(yscale='log', xlabel='grid point k (state X(t_k))', ylabel='state RMS (log)')
+    ax_ent.set(xlabel='grid point k', ylabel='attention entropy (nats)')
+    ax_rms.legend(fontsize=8)
+    ax_ent.set_title('after training; ' + result['probe'].split(';')[1].strip(), fontsize=8)
+    ax_rms.grid(alpha=.3)
+    return _save(fig, ax_ent, 'odevit_stability.png')
+
+
 PLOTS = {
     'accuracy_vs_params': (accuracy_vs_params, inference_grid),
     'memory_vs_steps': (memory_vs_steps,),
     'deep_supervision_horizon': (deep_supervision_horizon,),
+    'odevit_stability': (odevit_stability,),
 }
 
 
