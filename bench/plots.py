@@ -35,6 +35,7 @@ def accuracy_vs_params(result):
 
 def inference_grid(result):
     fig, ax = _figure()
+    trained = set()
     for name, r in result['runs'].items():
         sweep = r.get('inference_grid_sweep')
         if not sweep:
@@ -42,11 +43,13 @@ def inference_grid(result):
         for method in dict.fromkeys(row['method'] for row in sweep['test_top1']):
             rows = [row for row in sweep['test_top1'] if row['method'] == method]
             ax.plot([row['block_evals'] for row in rows], [row['top1'] for row in rows], 'o-', label=f'{name} {method}')
-        trained = r['kwargs'].get('steps')
-        ax.axvline(trained, color='grey', ls=':', label=f'trained: euler {trained} steps')
+        trained.add(r['kwargs'].get('steps'))
+    for steps in sorted(trained):
+        ax.axvline(steps, color='grey', ls=':', label=f'trained: euler {steps} steps')
     ax.set_xscale('log', base=2)
     ax.set(xlabel='field evaluations at inference (log2)', ylabel='test top-1 (%)')
-    ax.legend(fontsize=8)
+    fig.set_size_inches(9, 4)
+    ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1))
     return _save(fig, ax, 'inference_grid.png')
 
 
