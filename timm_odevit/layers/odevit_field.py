@@ -48,7 +48,8 @@ class ODEViTField(nn.Module):
 
     ``norm='layer'`` puts LayerNorm in place of CenterNorm. CenterNorm (the paper's choice) keeps ψ
     Lipschitz but not scale-invariant: when the state grows along t, the attention logits grow with
-    its square and the softmax saturates; LayerNorm bounds the field's input (bench/README.md).
+    its square and the softmax saturates; LayerNorm bounds the field's input (README, "Measured
+    results"; bench/odevit_stability.py).
     """
 
     def __init__(

@@ -79,7 +79,7 @@ class ODEViT(TokenTrajectoryModel):
             depth_scale: s in ψ = s·(Attn + MLP), the reference's "emulated depth".
             attn_type: 'softmax' (reference) or 'l2' (tied-QK Lipschitz attention).
             field_norm: the field's pre-norms, 'center' (CenterNorm, the paper) or 'layer'
-                (LayerNorm: scale-invariant, trains stably at the benchmark recipe, see bench/README.md).
+                (LayerNorm: scale-invariant, trains stably at the benchmark recipe, see README, Measured results).
             bias: biases in the field's linear layers (the reference has none).
             class_token, reg_tokens: prefix tokens ([CLS] and learnable registers).
             final_norm: LayerNorm on the final state before pooling/head.
