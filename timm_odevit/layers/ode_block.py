@@ -6,10 +6,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from timm.layers import register_notrace_module
 
-from .solver import SolverConfig, solve
-
-# methods whose every step makes exactly SolverConfig.evals_per_step field evaluations
-_EXACT_EVAL_METHODS = ('euler', 'midpoint', 'heun2', 'heun3', 'rk4')
+from .solver import RUNGE_KUTTA_METHODS, SolverConfig, solve
 
 
 @register_notrace_module  # torch.fx treats the whole integration as one leaf call
@@ -31,7 +28,6 @@ class ODEBlock(nn.Module):
         self.grad_checkpointing = False
         self.nfe = 0
         self._evals = 0
-        self._count_evals = True
 
     @property
     def num_time_points(self) -> int:
@@ -52,7 +48,7 @@ class ODEBlock(nn.Module):
         self.set_solver(t_end=self.solver.h * num_points, steps=num_points)
 
     def _rhs(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        if self._count_evals:
+        if self.solver.method not in RUNGE_KUTTA_METHODS:  # those are counted by SolverConfig.exact_evals
             self._evals += 1
         if self.grad_checkpointing and torch.is_grad_enabled() and not self.solver.adjoint:
             return checkpoint(self.field, t, x, use_reentrant=False)
@@ -63,13 +59,13 @@ class ODEBlock(nn.Module):
 
         Integration stops at the largest index.
         """
-        exact = self.solver.method in _EXACT_EVAL_METHODS
-        self._count_evals, self._evals = not exact, 0
+        self._evals = 0
         states = solve(
             self._rhs, x, self.solver, [i + 1 for i in indices],
             adjoint_params=tuple(self.field.parameters()),
         )
-        self.nfe = (indices[-1] + 1) * self.solver.evals_per_step if exact else self._evals
+        exact = self.solver.exact_evals(indices[-1] + 1)
+        self.nfe = exact if exact is not None else self._evals
         return states
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,8 @@ FIXED_GRID_METHODS: Dict[str, int] = {
 }
 ADAPTIVE_METHODS = ('dopri5', 'dopri8', 'bosh3', 'fehlberg2', 'adaptive_heun')
 METHODS = tuple(FIXED_GRID_METHODS) + ADAPTIVE_METHODS
+# the fixed-grid methods that make exactly FIXED_GRID_METHODS[m] evaluations every step (the Adams ones vary)
+RUNGE_KUTTA_METHODS = ('euler', 'midpoint', 'heun2', 'heun3', 'rk4')
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,10 @@ class SolverConfig:
     def evals_per_step(self) -> Optional[int]:
         """Vector-field evaluations per grid step for fixed-grid methods (None when adaptive)."""
         return FIXED_GRID_METHODS.get(self.method)
+
+    def exact_evals(self, steps: int) -> Optional[int]:
+        """Field evaluations of ``steps`` grid steps when the method fixes them (Runge–Kutta), else None."""
+        return steps * FIXED_GRID_METHODS[self.method] if self.method in RUNGE_KUTTA_METHODS else None
 
     @property
     def h(self) -> float:
