@@ -47,13 +47,15 @@ def main():
     args = p.parse_args()
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
     probe_x = train[0][::len(train[0]) // 8][:8]
-    rows = []
+    rows, num_tokens = [], None
     for name in args.variants:
         arch, kwargs = VARIANTS[name]
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
         row = {'variant': name, 'model': arch, 'kwargs': kwargs, 'probes': []}
         is_ode = hasattr(model, 'field')
+        if is_ode:
+            num_tokens = model.num_prefix_tokens + model.patch_embed.num_patches
 
         def on_step(step, loss, name=name, model=model, row=row, is_ode=is_ode):
             if step % args.probe_every == 0:
@@ -70,11 +72,10 @@ def main():
             row['final'] = probe(model, probe_x)
         rows.append(row)
         print(name, 'test', row['test_top1'], flush=True)
-    num_tokens = 1 + 10 + 64
+    uniform = f'uniform attention entropy ln({num_tokens}) = {math.log(num_tokens):.3f}' if num_tokens else 'no ODE variant'
     path = write_result('odevit_stability', {
         'benchmark': 'odevit_stability', 'budget': subset_budget(args),
-        'probe': f'8 training images, eval mode, every {args.probe_every} steps; uniform attention entropy '
-                 f'ln({num_tokens}) = {math.log(num_tokens):.3f}', 'rows': rows})
+        'probe': f'8 training images, eval mode, every {args.probe_every} steps; {uniform}', 'rows': rows})
     print('| variant | test top-1 | state RMS t_0 → t_6 (end) | attention entropy t_0 → t_6 (end) |\n|---|---|---|---|')
     for r in rows:
         f = r.get('final')

@@ -7,11 +7,11 @@ import json
 from _util import RESULTS
 
 
-def _figure():
+def _figure(ncols: int = 1, figsize=(6, 4)):
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    return plt.subplots(figsize=(6, 4))
+    return plt.subplots(1, ncols, figsize=figsize)
 
 
 def _save(fig, ax, name):
@@ -77,10 +77,7 @@ def deep_supervision_horizon(result):
 
 
 def odevit_stability(result):
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    fig, (ax_rms, ax_ent) = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, (ax_rms, ax_ent) = _figure(ncols=2, figsize=(9, 3.6))
     for r in result['rows']:
         if 'final' not in r:
             continue
