@@ -30,6 +30,11 @@ MODELS = {
     'odevit_tiny_cifar': ('odevit_tiny_cifar', {'steps': 6}, 'ODE-ViT, 6 Euler steps'),
     'odevit_tiny_cifar_layernorm': ('odevit_tiny_cifar', {'steps': 6, 'field_norm': 'layer'},
                                     'ODE-ViT, 6 Euler steps, LayerNorm field'),
+    # the measured cost of a LayerNorm between X(1) and the head (not the paper's)
+    'odevit_tiny_cifar_final_norm': ('odevit_tiny_cifar', {'steps': 6, 'final_norm': True},
+                                     'ODE-ViT, 6 Euler steps, final LayerNorm'),
+    'odevit_tiny_cifar_layernorm_final_norm': ('odevit_tiny_cifar', {'steps': 6, 'field_norm': 'layer', 'final_norm': True},
+                                               'ODE-ViT, 6 Euler steps, LayerNorm field, final LayerNorm'),
     'bvit_tiny_cifar': ('bvit_tiny_cifar', {}, 'bViT, 12 recurrent iterations'),
     'vit_tiny_cifar_flops_matched': ('vit_tiny_cifar_flops_matched', {}, 'discrete ViT, bViT FLOPs, ~10x params'),
 }

@@ -52,6 +52,58 @@ def test_pretrained_cfg_has_cifar_statistics(tiny):
     assert small.num_classes == 100 and small.pretrained_cfg['mean'] == timm_odevit.models._common.CIFAR100_MEAN
 
 
+# ---- the paper's equations ----------------------------------------------------------------------
+def _paper_odevit(model, x, steps):
+    """A plain transcription of ODE-ViT (arXiv 2511.16501) with the model's weights, nothing shared
+    with the package but the parameter tensors:
+        X(0) = [CLS + p_0; registers; patches + p_1..M],
+        CN(x) = γ ⊙ D/(D−1)·(x − mean x) + β,
+        ψ(X) = s·(Attn(CN_a(X)) + MLP(CN_m(X))), softmax attention and GELU MLP without biases,
+        X_{k+1} = X_k + (1/steps)·ψ(X_k) (Euler on linspace(0, 1, steps + 1)),
+        logits = W_h X(1)[CLS] + b_h (no norm before the head)."""
+    f, H = model.field, model.field.attn.num_heads
+    B, D = x.shape[0], model.embed_dim
+    patches = torch.nn.functional.conv2d(x, model.patch_embed.proj.weight, model.patch_embed.proj.bias, stride=4)
+    patches = patches.flatten(2).transpose(1, 2) + model.pos_embed[:, 1:]
+    cls = model.cls_token.expand(B, -1, -1) + model.pos_embed[:, :1]
+    X = torch.cat([cls, model.reg_token.expand(B, -1, -1), patches], dim=1)
+
+    def cn(z, norm):
+        return norm.weight * (D / (D - 1)) * (z - z.mean(-1, keepdim=True)) + norm.bias
+
+    def attn(z):
+        q, k, v = (z @ f.attn.qkv.weight.T).chunk(3, dim=-1)
+        q, k, v = (t.reshape(B, -1, H, D // H).transpose(1, 2) for t in (q, k, v))
+        a = (q @ k.transpose(-2, -1) / (D // H) ** 0.5).softmax(-1) @ v
+        return a.transpose(1, 2).reshape(B, -1, D) @ f.attn.proj.weight.T
+
+    def mlp(z):
+        return torch.nn.functional.gelu(z @ f.mlp.fc1.weight.T) @ f.mlp.fc2.weight.T
+
+    for _ in range(steps):
+        X = X + (1 / steps) * 12. * (attn(cn(X, f.norm_attn)) + mlp(cn(X, f.norm_mlp)))
+    return X[:, 0] @ model.head.weight.T + model.head.bias
+
+
+def test_default_forward_is_the_papers_equations():
+    torch.manual_seed(0)
+    model = timm.create_model('odevit_tiny_cifar', steps=6).eval()
+    assert isinstance(model.norm, torch.nn.Identity)  # no final norm: the head reads X(1) directly
+    assert isinstance(model.field.norm_attn, CenterNorm) and model.field.attn.qkv.bias is None
+    with torch.no_grad():  # random weights everywhere, norms and tokens included (logits ~1e3: one
+        for p in model.parameters():  # step less changes them by ~1e3, zeroing the registers by ~1e2)
+            p.copy_(torch.randn_like(p) / (p[0].numel() ** 0.5 if p.ndim > 1 else 1.))
+        x = torch.randn(2, 3, 32, 32)
+        torch.testing.assert_close(model(x), _paper_odevit(model, x, steps=6), rtol=1e-4, atol=1e-2)
+
+
+def test_tokens_initialised_as_the_reference():
+    torch.manual_seed(0)
+    model = timm.create_model('odevit_tiny_cifar')
+    for token in (model.cls_token, model.reg_token, model.pos_embed):
+        assert 0.015 < token.std().item() < 0.025  # truncated normal, std 0.02 (timm's ViT: 1e-6 for tokens)
+
+
 # ---- solver knobs -----------------------------------------------------------------------------
 def test_solver_kwargs_and_set_solver():
     model = timm.create_model('odevit_tiny_cifar', solver='midpoint', steps=6).eval()

@@ -94,12 +94,14 @@ class TokenTrajectoryModel(nn.Module):
         """Points of the trajectory after the embedding (grid points or iterates)."""
         return self.ode.num_time_points
 
-    def _init_tokens(self) -> None:
+    def _init_tokens(self, token_std: float = 1e-6) -> None:
+        """Position embedding truncated-normal (std 0.02); [CLS] / registers with ``token_std``
+        (1e-6 is timm's ViT; the ODE-ViT reference uses a truncated normal with std 0.02)."""
         if not self.pos_embed.is_meta:
             trunc_normal_(self.pos_embed, std=.02)
             for token in (self.cls_token, self.reg_token):
                 if token is not None:
-                    nn.init.normal_(token, std=1e-6)
+                    trunc_normal_(token, std=token_std)
 
     @property
     def feature_info(self) -> List[Dict[str, Any]]:
