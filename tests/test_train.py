@@ -1,5 +1,5 @@
 """The train.py entry point: locating timm's script, configs, and end-to-end runs of the REAL
-train.py (these run when TIMM_TRAIN_PY points at a timm checkout's train.py, else skip)."""
+train.py (found at $TIMM_TRAIN_PY, in the cache, or in ../shared/timm beside the checkout)."""
 import glob
 import os
 import pathlib
@@ -12,12 +12,21 @@ import timm
 import torch
 import yaml
 
-import timm_odevit  # noqa: F401
+import timm_odevit.train
 from timm_odevit.train import _check_image_folder, locate_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CIFAR = ROOT.parent / 'shared' / 'data' / 'cifar10'
-TRAIN_PY = os.environ.get('TIMM_TRAIN_PY')
+
+
+def _real_train_py():
+    try:
+        return locate_script('train.py', download=False)
+    except FileNotFoundError:
+        return None
+
+
+TRAIN_PY = _real_train_py()  # $TIMM_TRAIN_PY, the cache, or ../shared/timm beside the checkout
 
 
 def test_explicit_path_that_does_not_exist(tmp_path):
@@ -28,6 +37,7 @@ def test_explicit_path_that_does_not_exist(tmp_path):
 def test_no_train_py_gives_instructions(tmp_path, monkeypatch):
     monkeypatch.delenv('TIMM_TRAIN_PY', raising=False)
     monkeypatch.setenv('TIMM_ODEVIT_CACHE', str(tmp_path))
+    monkeypatch.setattr(timm_odevit.train, 'SHARED_SCRIPTS_DIR', tmp_path / 'no_shared')
     with pytest.raises(FileNotFoundError, match=r'git clone --branch v.*--timm-train'):
         locate_script('train.py', download=False)
 
@@ -39,6 +49,22 @@ def test_cached_script_is_found(tmp_path, monkeypatch):
     cached.parent.mkdir(parents=True)
     cached.write_text('# stub')
     assert locate_script('validate.py', download=False) == cached
+
+
+def test_shared_copy_beside_the_checkout_is_found(tmp_path, monkeypatch):
+    monkeypatch.delenv('TIMM_TRAIN_PY', raising=False)
+    monkeypatch.setenv('TIMM_ODEVIT_CACHE', str(tmp_path / 'empty_cache'))
+    shared = tmp_path / 'shared' / 'timm'
+    shared.mkdir(parents=True)
+    for script in ('train.py', 'validate.py'):
+        (shared / script).write_text('# stub')
+    monkeypatch.setattr(timm_odevit.train, 'SHARED_SCRIPTS_DIR', shared)
+    assert locate_script('train.py', download=False) == shared / 'train.py'
+    assert locate_script('validate.py', download=False) == shared / 'validate.py'
+    cached = tmp_path / 'empty_cache' / f'timm-{timm.__version__}' / 'train.py'  # the cache comes first
+    cached.parent.mkdir(parents=True)
+    cached.write_text('# stub')
+    assert locate_script('train.py', download=False) == cached
 
 
 def test_data_dir_without_images(tmp_path):
@@ -61,7 +87,8 @@ def test_train_configs_name_a_claim_and_build(path):
 
 
 # ---- end-to-end with timm's real train.py ---------------------------------------------------------
-needs_train_py = pytest.mark.skipif(not TRAIN_PY, reason='set TIMM_TRAIN_PY to a timm checkout train.py to run')
+needs_train_py = pytest.mark.skipif(
+    not TRAIN_PY, reason="timm's train.py not found (../shared/timm beside the checkout, or set TIMM_TRAIN_PY)")
 
 
 @pytest.fixture(scope='module')
@@ -111,3 +138,49 @@ def test_e2e_trajectory_distillation(small_imagefolder, tmp_path):
                   '--kd-model-name', 'vit_tiny_patch16_224', '--kd-teacher-checkpoint', str(ckpt),
                   '--kd-distill-type', 'trajectory', '--kd-mapping', 'arclength'], tmp_path)
     assert 'TrajectoryDistillationTask' in log and 'calibrated arclength mapping' in log
+
+
+# ---- --config keys -----------------------------------------------------------------------------
+@pytest.fixture(scope='module')
+def train_parser():
+    if not TRAIN_PY:
+        pytest.skip("timm's train.py not found")
+    module = timm_odevit.train.load_script(TRAIN_PY)
+    timm_odevit.train._add_arguments(module.parser)
+    return module.parser
+
+
+@pytest.mark.parametrize('path', sorted(glob.glob(str(ROOT / 'train_configs' / '*.yaml'))), ids=os.path.basename)
+def test_train_configs_have_only_known_keys(train_parser, path):
+    timm_odevit.train.check_config_keys(train_parser, path)
+
+
+@pytest.mark.parametrize('typo, hint', [('model-kwargs', 'model_kwargs'), ('model_kwargz', 'model_kwargs'),
+                                        ('kd_maping', 'kd_mapping'), ('lr_sched', None)])
+def test_typo_in_config_is_refused(train_parser, tmp_path, typo, hint):
+    cfg = yaml.safe_load((ROOT / 'train_configs' / 'odevit_tiny_cifar10_quick.yaml').read_text())
+    cfg['kd_mapping'] = 'arclength'  # a key added by the wrapper is known
+    cfg[typo] = cfg.pop('model_kwargs') if typo.startswith('model') else 1
+    bad = tmp_path / 'typo.yaml'
+    bad.write_text(yaml.safe_dump(cfg))
+    words = f"unknown key\\(s\\) in --config {bad}: '{typo}'" + (f" \\(did you mean '{hint}'\\?\\)" if hint else '')
+    with pytest.raises(SystemExit, match=words):
+        timm_odevit.train.check_config_keys(train_parser, bad)
+
+
+def test_config_that_is_not_a_mapping(train_parser, tmp_path):
+    for text in ('', '- model\n- lr\n'):
+        (tmp_path / 'cfg.yaml').write_text(text)
+        with pytest.raises(SystemExit, match='must be a YAML mapping'):
+            timm_odevit.train.check_config_keys(train_parser, tmp_path / 'cfg.yaml')
+    with pytest.raises(SystemExit, match='cannot read --config'):
+        timm_odevit.train.check_config_keys(train_parser, tmp_path / 'missing.yaml')
+
+
+@needs_train_py
+def test_main_checks_config_before_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, 'argv', list(sys.argv))  # main() sets it for train.py
+    bad = tmp_path / 'typo.yaml'
+    bad.write_text('model: odevit_tiny_cifar\nmodel_kwargz:\n  steps: 2\n')
+    with pytest.raises(SystemExit, match="'model_kwargz' \\(did you mean 'model_kwargs'\\?\\)"):
+        timm_odevit.train.main(['-c', str(bad), '--epochs', '1'])

@@ -5,14 +5,16 @@
 
 timm's train.py is not in the timm wheel. It is found, in order, at ``--timm-train PATH``, at
 ``$TIMM_TRAIN_PY`` (validate.py is looked for beside it, or at ``$TIMM_VALIDATE_PY``), in the
-cache (``$TIMM_ODEVIT_CACHE`` or ~/.cache/timm_odevit/timm-<version>/), or downloaded into that
-cache from the git tag matching the installed timm. Without any of these it stops with a message
-saying how to get it. Every flag of train.py keeps working, including ``--config`` and torchrun.
+cache (``$TIMM_ODEVIT_CACHE`` or ~/.cache/timm_odevit/timm-<version>/), in ``../shared/timm/``
+beside a checkout of this project (the copy this project's machines provide offline), or
+downloaded into the cache from the git tag matching the installed timm. Without any of these it
+stops with a message saying how to get it. Every flag of train.py keeps working, including ``--config`` and torchrun.
 
 The path without this wrapper: ``python train.py --device-modules timm_odevit ...`` (train.py
 imports the listed modules at start, which registers the models).
 """
 import argparse
+import difflib
 import importlib.util
 import os
 import pathlib
@@ -23,6 +25,10 @@ from typing import List, Optional
 import timm
 
 RAW_URL = 'https://raw.githubusercontent.com/huggingface/pytorch-image-models/v{version}/{script}'
+
+
+# a source checkout (editable install) sits beside ../shared/timm on this project's machines
+SHARED_SCRIPTS_DIR = pathlib.Path(__file__).resolve().parents[2] / 'shared' / 'timm'
 
 
 def cache_dir() -> pathlib.Path:
@@ -45,7 +51,7 @@ def locate_script(script: str = 'train.py', explicit: Optional[str] = None, down
     if env_train:
         candidates.append(pathlib.Path(env_train).with_name(script))
     cached = cache_dir() / script
-    candidates.append(cached)
+    candidates += [cached, SHARED_SCRIPTS_DIR / script]
     for path in candidates:
         if path.is_file():
             return path
@@ -164,6 +170,31 @@ def _check_image_folder(rest: List[str]) -> None:
         raise SystemExit(f'error: no images under {search} (expected an ImageFolder: {search}/<class>/<image>)')
 
 
+def check_config_keys(parser: argparse.ArgumentParser, path) -> None:
+    """Raise SystemExit naming the keys of the ``--config`` YAML file at ``path`` that are not
+    options of ``parser`` (train.py would ignore them silently and train with the defaults).
+
+    The known keys are the ``dest`` of the parser's actions (``model_kwargs`` for ``--model-kwargs``).
+    """
+    import yaml
+    try:
+        cfg = yaml.safe_load(pathlib.Path(path).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise SystemExit(f'error: cannot read --config {path}: {e}')
+    if not isinstance(cfg, dict):
+        raise SystemExit(f'error: --config {path} must be a YAML mapping of option: value, '
+                         f'got {type(cfg).__name__}')
+    known = {a.dest for a in parser._actions if a.dest != argparse.SUPPRESS}
+    unknown = [k for k in cfg if k not in known]
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key).replace('-', '_'), known, n=1)
+            hints.append(f'{key!r}' + (f' (did you mean {close[0]!r}?)' if close else ''))
+        raise SystemExit(f'error: unknown key(s) in --config {path}: {", ".join(hints)}. Keys are train.py option '
+                         'names with underscores (--model-kwargs -> model_kwargs); see train.py --help')
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument('--timm-train', default=None, help='path to timm train.py (validate.py is found beside it)')
@@ -181,6 +212,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         _add_arguments(module.parser)
         _install_tasks(module)
         _check_image_folder(rest)
+        config, _ = module.config_parser.parse_known_args(rest)
+        if config.config:
+            check_config_keys(module.parser, config.config)
     if not any(a == '--device' or a.startswith('--device=') for a in rest):
         import torch
         if not torch.cuda.is_available():  # train.py defaults to cuda; run on the CPU instead of failing
