@@ -4,52 +4,112 @@ the test set; we keep test for one final evaluation).
     python -m timm_odevit.data --src ../shared/data/cifar10 --dst data/cifar10_holdout --val-per-class 500
 
 writes ``dst/train`` and ``dst/val`` (symbolic links to the images, a seeded random choice of
-``val-per-class`` images per class for val) and ``dst/test`` (a link to ``src/test``), ready for
-``train.py --data-dir dst --train-split train --val-split val``.
+``val-per-class`` images per class for val, every image in exactly one of them), ``dst/test``
+(a link to ``src/test``) and ``dst/holdout.json`` (the settings), ready for
+``train.py --data-dir dst --train-split train --val-split val``. The split is built in a temporary
+folder beside ``dst`` and renamed into place when complete, so a failure leaves no partial split.
+Re-running with the same settings rebuilds ``dst``; other settings, or a ``dst`` this tool did not
+make, are refused (delete it or choose another ``--dst``).
 """
 import argparse
+import json
 import os
 import pathlib
 import random
+import shutil
+import tempfile
 
 IMAGE_EXTS = {'.png', '.jpg', '.jpeg', '.bmp', '.webp'}
+SETTINGS_FILE = 'holdout.json'
+
+
+def _check_destination(src: pathlib.Path, dst: pathlib.Path, settings: dict) -> None:
+    """Refuse a dst that overlaps src, or that holds something other than this split."""
+    if dst == src or src in dst.parents or dst in src.parents:
+        raise ValueError(f'--dst {dst} must be outside --src {src} (and not contain it): the split links to '
+                         'the images of src/train and replaces dst as a whole')
+    if not dst.exists() or (dst.is_dir() and not any(dst.iterdir())):
+        return
+    stamp = dst / SETTINGS_FILE
+    previous = json.loads(stamp.read_text()) if dst.is_dir() and stamp.is_file() else None
+    if previous is None:
+        raise FileExistsError(f'--dst {dst} exists and is not a split made by this tool; delete it or choose '
+                              'another --dst')
+    if previous != settings:
+        changed = ', '.join(f'{k} {previous.get(k)!r} -> {v!r}' for k, v in settings.items() if previous.get(k) != v)
+        raise FileExistsError(f'--dst {dst} holds a split made with other settings ({changed}); delete it or '
+                              'choose another --dst')
 
 
 def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dict:
-    src, dst = pathlib.Path(src).resolve(), pathlib.Path(dst)
+    """Split ``src/train/<class>/*`` into ``dst/train`` and ``dst/val`` (``val_per_class`` per class).
+
+    Returns the image counts ``{'train': n_train, 'val': n_val, 'classes': n_classes}`` of ``dst``.
+    """
+    if isinstance(val_per_class, bool) or not isinstance(val_per_class, int):
+        raise TypeError(f'val_per_class must be an integer, got {val_per_class!r}')
+    if val_per_class < 1:
+        raise ValueError(f'val_per_class must be >= 1, got {val_per_class}')
+    src, dst = pathlib.Path(src).resolve(), pathlib.Path(dst).resolve()
     train = src / 'train'
     classes = sorted(d.name for d in train.iterdir() if d.is_dir()) if train.is_dir() else []
     if not classes:
         raise FileNotFoundError(f'no class folders under {train} (expected {train}/<class>/<image>)')
-    counts = {'train': 0, 'val': 0}
+    settings = {'src': str(src), 'val_per_class': val_per_class, 'seed': seed}
+    _check_destination(src, dst, settings)
+
     rng = random.Random(seed)
+    plan = {}  # class -> (train files, val files)
     for c in classes:
         files = sorted(f.name for f in (train / c).iterdir() if f.suffix.lower() in IMAGE_EXTS)
         if len(files) <= val_per_class:
-            raise ValueError(f'class {c!r} has {len(files)} images, cannot hold out {val_per_class}')
+            raise ValueError(f'class {c!r} has {len(files)} images, cannot hold out {val_per_class} and keep one '
+                             f'for training; use --val-per-class below {len(files)}')
         val = set(rng.sample(files, val_per_class))
-        for split in ('train', 'val'):
-            (dst / split / c).mkdir(parents=True, exist_ok=True)
-        for f in files:
-            split = 'val' if f in val else 'train'
-            link = dst / split / c / f
-            if not link.exists():
-                os.symlink(train / c / f, link)
-            counts[split] += 1
-    test_link = dst / 'test'
-    if (src / 'test').is_dir() and not test_link.exists():
-        os.symlink(src / 'test', test_link)
-    return counts
+        plan[c] = ([f for f in files if f not in val], sorted(val))
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f'.{dst.name}.partial-', dir=dst.parent))
+    try:
+        for c, (train_files, val_files) in plan.items():
+            for split, files in (('train', train_files), ('val', val_files)):
+                (tmp / split / c).mkdir(parents=True)
+                for f in files:
+                    os.symlink(train / c / f, tmp / split / c / f)
+        if (src / 'test').is_dir():
+            os.symlink(src / 'test', tmp / 'test')
+        (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1))
+        if dst.exists():  # empty, or our own split with the same settings: swap it out
+            old = tmp.with_name(tmp.name + '.old')
+            dst.rename(old)
+            try:
+                tmp.rename(dst)
+            except BaseException:
+                old.rename(dst)
+                raise
+            shutil.rmtree(old)  # symlinks are removed, never followed
+        else:
+            tmp.rename(dst)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    counts = {split: sum(len(p[i]) for p in plan.values()) for i, split in enumerate(('train', 'val'))}
+    return {**counts, 'classes': len(classes)}
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--src', required=True)
-    p.add_argument('--dst', required=True)
-    p.add_argument('--val-per-class', type=int, default=500)
+    p.add_argument('--src', required=True, help='ImageFolder root with src/train/<class>/<image> (and src/test)')
+    p.add_argument('--dst', required=True, help='new split root (outside --src)')
+    p.add_argument('--val-per-class', type=int, default=500, help='validation images per class (>= 1)')
     p.add_argument('--seed', type=int, default=0)
-    args = p.parse_args()
-    print(make_holdout_split(args.src, args.dst, args.val_per_class, args.seed))
+    args = p.parse_args(argv)
+    try:
+        counts = make_holdout_split(args.src, args.dst, args.val_per_class, args.seed)
+    except (ValueError, TypeError, OSError) as e:
+        p.error(str(e))
+    print(f"{args.dst}: {counts['train']} train and {counts['val']} val images in {counts['classes']} classes "
+          f"({args.val_per_class} val per class, seed {args.seed})")
 
 
 if __name__ == '__main__':

@@ -5,7 +5,8 @@ import torch
 from torch import nn
 
 from timm_odevit.layers import ODEBlock, ODEViTField, SolverConfig
-from timm_odevit.layers.solver import ADAPTIVE_METHODS, FIXED_GRID_METHODS, solve
+from timm_odevit.layers.solver import (
+    ADAMS_METHODS, ADAPTIVE_METHODS, MAX_STEPS, METHODS, RUNGE_KUTTA_METHODS, solve, solver_options)
 
 
 def _field(dim=16, heads=2, **kw):
@@ -30,10 +31,99 @@ def test_unknown_solver_is_a_clear_error():
         SolverConfig(method='rk5')
 
 
-@pytest.mark.parametrize('steps', [0, -3, 2.5, True])
+@pytest.mark.parametrize('steps', [0, -3])
 def test_bad_steps(steps):
-    with pytest.raises(ValueError, match='steps'):
+    with pytest.raises(ValueError, match='steps must be an integer >= 1'):
         SolverConfig(steps=steps)
+
+
+@pytest.mark.parametrize('steps', [2.5, 4., True, '12'])
+def test_steps_of_the_wrong_type(steps):
+    with pytest.raises(TypeError, match='steps must be an integer'):
+        SolverConfig(steps=steps)
+
+
+@pytest.mark.parametrize('name', ['adjoint', 'check_finite'])
+@pytest.mark.parametrize('value', ['no', 'false', 'False', 0, 1, None])
+def test_switches_must_be_real_booleans(name, value):
+    # adjoint='no' used to turn the adjoint ON (a non-empty string is truthy)
+    with pytest.raises(TypeError, match=f'{name} must be True or False'):
+        SolverConfig(**{name: value})
+    with pytest.raises(TypeError, match=f'{name} must be True or False'):
+        ODEBlock(_field()).set_solver(**{name: value})
+
+
+@pytest.mark.parametrize('name', ['rtol', 'atol', 't_end', 'step_size'])
+@pytest.mark.parametrize('value', [0, -1e-3, math.inf, math.nan])
+def test_tolerances_and_lengths_must_be_finite_and_positive(name, value):
+    with pytest.raises(ValueError, match=f'{name} must be a finite number > 0'):
+        SolverConfig(**{name: value})
+
+
+@pytest.mark.parametrize('name', ['rtol', 'atol', 't_end', 'step_size'])
+@pytest.mark.parametrize('value', [True, '1e-3', None])
+def test_tolerances_and_lengths_must_be_numbers(name, value):
+    if name == 'step_size' and value is None:
+        return  # step_size=None means "use steps"
+    with pytest.raises(TypeError, match=f'{name} must be a number'):
+        SolverConfig(**{name: value})
+
+
+def test_unknown_torchdiffeq_option_is_an_error_listing_the_valid_ones():
+    with pytest.raises(ValueError, match=r"\['max_num_step'\] are not options of 'dopri5'.*max_num_steps"):
+        SolverConfig(method='dopri5', options={'max_num_step': 10})
+    with pytest.raises(ValueError, match=r"not options of 'euler'; its options are interp, perturb"):
+        SolverConfig(method='euler', options={'max_num_steps': 10})  # an adaptive-only option
+    with pytest.raises(ValueError, match='not options of'):
+        ODEBlock(_field()).set_solver(method='rk4', options={'first_step': 0.1})
+    assert SolverConfig(method='dopri5', options={'max_num_steps': 10}).options == {'max_num_steps': 10}
+    assert 'max_order' in solver_options('implicit_adams') and 'dtype' in solver_options('bosh3')
+    with pytest.raises(ValueError, match='set by SolverConfig'):
+        SolverConfig(method='dopri5', options={'rtol': 1e-5})
+
+
+def test_steps_and_step_size_together_must_agree():
+    with pytest.raises(ValueError, match=r'steps=12 and step_size=0.25 disagree \(step_size gives 4 steps.*only one'):
+        SolverConfig(steps=12, step_size=0.25)
+    assert SolverConfig(steps=4, step_size=0.25).steps == 4  # the same grid: nothing to choose between
+    with pytest.raises(ValueError, match='disagree'):
+        ODEBlock(_field()).set_solver(steps=12, step_size=0.25)
+
+
+def test_grids_above_the_step_cap_are_refused():
+    words = r'1000000000 grid steps.*exceed max_steps=10000.*adaptive method.*raise max_steps'
+    with pytest.raises(ValueError, match=words):
+        SolverConfig(step_size=1e-9)
+    with pytest.raises(ValueError, match='exceed max_steps'):
+        SolverConfig(steps=MAX_STEPS + 1)
+    with pytest.raises(ValueError, match='exceed max_steps'):
+        ODEBlock(_field()).set_solver(t_end=1e6)  # same step length over a far longer horizon
+    assert SolverConfig(steps=MAX_STEPS).steps == MAX_STEPS
+    assert SolverConfig(steps=20_000, max_steps=20_000).steps == 20_000
+
+
+def test_unknown_setting_in_set_solver():
+    with pytest.raises(TypeError, match=r"unknown solver setting\(s\) \['stpes'\]; valid: method, steps"):
+        ODEBlock(_field()).set_solver(stpes=4)
+
+
+def test_model_kwargs_are_validated_too():
+    import timm
+    with pytest.raises(TypeError, match='adjoint must be True or False'):
+        timm.create_model('odevit_tiny_cifar', adjoint='no', device='meta')
+    with pytest.raises(ValueError, match='rtol must be a finite number > 0'):
+        timm.create_model('odevit_tiny_cifar', solver='dopri5', rtol=math.inf, device='meta')
+
+
+def test_replace_keeps_valid_behaviour():
+    cfg = SolverConfig(step_size=0.25)
+    assert cfg.replace(t_end=2.).steps == 8  # step_size kept over the new horizon
+    assert cfg.replace(step_size=0.5).steps == 2
+    assert cfg.replace(step_size=None).steps == 4 and cfg.replace(step_size=None).step_size is None
+    cfg = SolverConfig(steps=6, t_end=3.)
+    assert cfg.replace(t_end=6.).steps == 12  # h kept
+    assert cfg.replace(method='rk4').steps == 6 and cfg.replace(method='rk4').h == 0.5
+    assert SolverConfig().steps == 12 and isinstance(SolverConfig(t_end=2).t_end, float)
 
 
 def test_bad_tolerances_and_horizon():
@@ -78,19 +168,47 @@ def test_trajectory_states_are_the_euler_iterates():
     torch.testing.assert_close(states, torch.stack([expected[0], expected[2], expected[4]]), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize('method', sorted(FIXED_GRID_METHODS))
-def test_nfe_of_fixed_grid_methods(method):
-    block = ODEBlock(_field(), SolverConfig(method=method, steps=6))
-    block(torch.randn(1, 3, 16))
-    if method in ('euler', 'midpoint', 'heun2', 'heun3', 'rk4'):
-        assert block.nfe == 6 * FIXED_GRID_METHODS[method]
-    else:
-        assert block.nfe >= 6
-    block.set_solver(steps=12)
-    block(torch.randn(1, 3, 16))
-    if method in ('euler', 'midpoint', 'heun2', 'heun3', 'rk4'):
-        assert block.nfe == 12 * FIXED_GRID_METHODS[method]
-    assert isinstance(block.nfe, int)
+class CountingField(nn.Module):
+    """Wraps a field and counts the calls the solver really makes."""
+
+    def __init__(self, field):
+        super().__init__()
+        self.field, self.calls = field, 0
+
+    def forward(self, t, x):
+        self.calls += 1
+        return self.field(t, x)
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_nfe_is_the_number_of_real_field_calls(method):
+    counter = CountingField(_field())
+    block = ODEBlock(counter, SolverConfig(method=method, steps=6))
+    x = torch.randn(1, 3, 16)
+    for steps, grad in ((6, False), (12, False), (12, True)):
+        block.set_solver(steps=steps)
+        counter.calls = 0
+        with torch.set_grad_enabled(grad):
+            block(x)
+        assert block.nfe == counter.calls and isinstance(block.nfe, int), (steps, grad)
+    counter.calls = 0
+    with torch.no_grad():
+        block.trajectory(x, [2])  # stops at t_3
+    assert block.nfe == counter.calls
+
+
+def test_only_runge_kutta_methods_have_a_fixed_count_per_step():
+    counter = CountingField(_field())
+    x = torch.randn(1, 3, 16)
+    for method in ADAMS_METHODS:
+        block = ODEBlock(counter, SolverConfig(method=method, steps=12))
+        assert block.solver.evals_per_step is None and block.solver.exact_evals(12) is None
+        counter.calls = 0
+        with torch.no_grad():
+            block(x)
+        assert counter.calls > 12  # RK4 start-up steps (4 evaluations each), then Adams steps
+    for method, stages in RUNGE_KUTTA_METHODS.items():
+        assert SolverConfig(method=method).evals_per_step == stages
 
 
 @pytest.mark.parametrize('method', ADAPTIVE_METHODS)

@@ -5,5 +5,8 @@ from .center_norm import CenterNorm
 from .ode_block import ODEBlock
 from .recurrent_block import RecurrentBlock
 from .odevit_field import FIELD_NORMS, ODEViTField, TimeEmbedding
-from .solver import ADAPTIVE_METHODS, FIXED_GRID_METHODS, METHODS, SolverConfig, assert_finite, solve
+from .solver import (
+    ADAMS_METHODS, ADAPTIVE_METHODS, FIXED_GRID_METHODS, MAX_STEPS, METHODS, RUNGE_KUTTA_METHODS, SolverConfig,
+    assert_finite, solve, solver_options,
+)
 from .spectral_init import spectral_init_

@@ -4,9 +4,19 @@ from typing import List, Optional
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
-from timm.layers import register_notrace_module
+from timm.layers import DropBlock2d, DropPath, register_notrace_module
 
 from .solver import RUNGE_KUTTA_METHODS, SolverConfig, solve
+
+
+def active_stochastic_modules(module: nn.Module) -> List[str]:
+    """Names of the submodules that make ``module`` random in its current mode: dropout with p > 0
+    and drop-path / drop-block with drop_prob > 0, in training mode."""
+    def active(m):
+        if isinstance(m, nn.modules.dropout._DropoutNd):
+            return m.training and m.p > 0
+        return isinstance(m, (DropPath, DropBlock2d)) and m.training and m.drop_prob > 0
+    return [name or type(module).__name__ for name, m in module.named_modules() if active(m)]
 
 
 @register_notrace_module  # torch.fx treats the whole integration as one leaf call
@@ -18,7 +28,12 @@ class ODEBlock(nn.Module):
     any time with :meth:`set_solver`. After each forward, ``self.nfe`` holds the number of field
     evaluations it made (backward evaluations of the adjoint method are not counted). For the
     Runge–Kutta grids it is steps × stages, computed rather than counted, so that no Python counter
-    changes inside the integration (torch.compile would specialise on it and recompile every call).
+    changes inside the integration (torch.compile would specialise on it and recompile every call);
+    the Adams and adaptive methods make a varying number of evaluations, which are counted.
+
+    A field that is random in training mode (dropout, drop-path) is refused with the adjoint method
+    (its backward pass re-samples the masks, so the gradient is not the gradient of the forward) and
+    with adaptive methods (the error estimate measures the noise, so step control is meaningless).
     """
 
     def __init__(self, field: nn.Module, solver: Optional[SolverConfig] = None):
@@ -54,11 +69,26 @@ class ODEBlock(nn.Module):
             return checkpoint(self.field, t, x, use_reentrant=False)
         return self.field(t, x)
 
+    def _check_deterministic_field(self) -> None:
+        cfg = self.solver
+        if not (cfg.adjoint or cfg.is_adaptive):
+            return
+        stochastic = active_stochastic_modules(self.field)
+        if stochastic:
+            why = ('the adjoint backward pass re-samples the dropout masks, so its gradient is not the gradient '
+                   'of the forward pass' if cfg.adjoint else
+                   f'the adaptive {cfg.method!r} would control its step size on the dropout noise')
+            raise ValueError(
+                f'The ODE field is random in training mode (active: {", ".join(stochastic)}) and {why}. Set those '
+                'drop rates to 0, or integrate with adjoint=False and a fixed-grid method '
+                '(e.g. set_solver(method="rk4", adjoint=False)); eval mode is fine.')
+
     def trajectory(self, x: torch.Tensor, indices: List[int]) -> torch.Tensor:
         """States at grid indices (0-based: index i is t_{i+1}), shape (len(indices), B, N, D).
 
         Integration stops at the largest index.
         """
+        self._check_deterministic_field()
         self._evals = 0
         states = solve(
             self._rhs, x, self.solver, [i + 1 for i in indices],

@@ -6,27 +6,42 @@ What the vector field is lives in the models; how it is integrated lives here. A
 ``t_k = k · t_end / steps`` and returns the state at the requested grid indices.
 """
 import dataclasses
+import inspect
 import math
+import numbers
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 from torchdiffeq import odeint, odeint_adjoint
+from torchdiffeq._impl.odeint import SOLVERS as _TORCHDIFFEQ_SOLVERS
 
-# fixed-grid methods -> vector-field evaluations per step (torchdiffeq's implementations)
-FIXED_GRID_METHODS: Dict[str, int] = {
-    'euler': 1,
-    'midpoint': 2,
-    'heun2': 2,
-    'heun3': 3,
-    'rk4': 4,
-    'explicit_adams': 1,
-    'implicit_adams': 2,  # predictor + one corrector evaluation with the default max_iters
-}
+# Runge–Kutta methods -> field evaluations per step, fixed by the Butcher tableau (torchdiffeq's rk4
+# is the 3/8 rule: 4 stages). Their NFE is steps × stages, computed, never counted.
+RUNGE_KUTTA_METHODS: Dict[str, int] = {'euler': 1, 'midpoint': 2, 'heun2': 2, 'heun3': 3, 'rk4': 4}
+# multistep methods on the fixed grid: RK4 start-up steps, then a predictor (explicit) plus up to
+# max_iters corrector iterations until convergence (implicit), so evaluations per step vary: counted
+ADAMS_METHODS = ('explicit_adams', 'implicit_adams')
+FIXED_GRID_METHODS = tuple(RUNGE_KUTTA_METHODS) + ADAMS_METHODS
 ADAPTIVE_METHODS = ('dopri5', 'dopri8', 'bosh3', 'fehlberg2', 'adaptive_heun')
-METHODS = tuple(FIXED_GRID_METHODS) + ADAPTIVE_METHODS
-# the fixed-grid methods that make exactly FIXED_GRID_METHODS[m] evaluations every step (the Adams ones vary)
-RUNGE_KUTTA_METHODS = ('euler', 'midpoint', 'heun2', 'heun3', 'rk4')
+METHODS = FIXED_GRID_METHODS + ADAPTIVE_METHODS
+MAX_STEPS = 10_000  # default cap on grid steps: a typo'd step_size must not start a billion-step solve
+# torchdiffeq options that SolverConfig sets itself (or that solve() passes as arguments)
+_RESERVED_OPTIONS = ('grid_constructor', 'step_size', 'norm', 'rtol', 'atol')
+
+
+def solver_options(method: str) -> Tuple[str, ...]:
+    """The torchdiffeq options ``method`` accepts in ``SolverConfig.options`` (read from the solver's signature)."""
+    names = set()
+    for cls in _TORCHDIFFEQ_SOLVERS[method].__mro__[:-1]:  # all but object
+        if '__init__' in vars(cls):
+            names |= {p.name for p in inspect.signature(cls.__init__).parameters.values()
+                      if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return tuple(sorted(names - {'self', 'func', 'y0', 'implicit', *_RESERVED_OPTIONS}))
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -37,19 +52,21 @@ class SolverConfig:
         method: a torchdiffeq method name: fixed grid (``euler``, ``midpoint``, ``heun2``, ``heun3``,
             ``rk4``, ``explicit_adams``, ``implicit_adams``) or adaptive (``dopri5``, ``dopri8``,
             ``bosh3``, ``fehlberg2``, ``adaptive_heun``).
-        steps: number of uniform grid steps. Fixed-grid methods take exactly these steps;
-            adaptive methods choose their own steps and report the state at these grid points.
+        steps: number of uniform grid steps (default 12). Fixed-grid methods take exactly these
+            steps; adaptive methods choose their own steps and report the state at these grid points.
         step_size: alternative to ``steps``: the grid uses ``ceil(t_end / step_size)`` steps
-            (so the actual step is ≤ step_size and lands exactly on t_end).
+            (so the actual step is ≤ step_size and lands exactly on t_end). Give one of the two.
         t_end: integration horizon (the model's depth scale s makes [0, 1] ≡ [0, s]).
-        rtol, atol: tolerances of adaptive methods.
+        rtol, atol: tolerances of adaptive methods (finite numbers > 0).
         adjoint: backpropagate with the adjoint method (O(1) memory in the number of steps).
         check_finite: raise ``FloatingPointError`` when the final state holds NaN/Inf (one check
             per integration, not per step). Disable in loops that handle it themselves.
-        options: extra torchdiffeq options (e.g. ``{'max_num_steps': 1000}`` for adaptive methods).
+        options: extra torchdiffeq options of the method (e.g. ``{'max_num_steps': 1000}`` for
+            adaptive methods); :func:`solver_options` lists them.
+        max_steps: refuse grids of more steps than this (a guard against e.g. ``step_size=1e-9``).
     """
     method: str = 'euler'
-    steps: int = 12
+    steps: Optional[int] = None
     step_size: Optional[float] = None
     t_end: float = 1.0
     rtol: float = 1e-3
@@ -57,27 +74,55 @@ class SolverConfig:
     adjoint: bool = False
     check_finite: bool = True
     options: Dict[str, Any] = field(default_factory=dict)
+    max_steps: int = MAX_STEPS
 
     def __post_init__(self):
-        if self.method not in METHODS:
+        if not isinstance(self.method, str) or self.method not in METHODS:
             raise ValueError(f'Unknown ODE solver {self.method!r}; choose one of {", ".join(METHODS)}')
-        if not (isinstance(self.t_end, (int, float)) and math.isfinite(self.t_end) and self.t_end > 0):
-            raise ValueError(f't_end must be a finite number > 0, got {self.t_end!r}')
-        if self.step_size is not None:
-            if not (isinstance(self.step_size, (int, float)) and math.isfinite(self.step_size) and self.step_size > 0):
-                raise ValueError(f'step_size must be a finite number > 0, got {self.step_size!r}')
-            object.__setattr__(self, 'steps', max(1, math.ceil(self.t_end / self.step_size - 1e-9)))
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f'steps must be an integer >= 1, got {self.steps!r}')
-        for name in ('rtol', 'atol'):
+        for name in ('adjoint', 'check_finite'):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f'{name} must be True or False, got {getattr(self, name)!r} '
+                                f'({type(getattr(self, name)).__name__}); a string such as "no" would count as True')
+        for name in ('t_end', 'rtol', 'atol') + (('step_size',) if self.step_size is not None else ()):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and value > 0):
-                raise ValueError(f'{name} must be a number > 0, got {value!r}')
+            if not _is_real(value):
+                raise TypeError(f'{name} must be a number, got {value!r} ({type(value).__name__})')
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
+            object.__setattr__(self, name, float(value))
+        for name in ('steps', 'max_steps'):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+                raise TypeError(f'{name} must be an integer, got {value!r} ({type(value).__name__})')
+            if value is not None and value < 1:
+                raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
+        steps = None if self.steps is None else int(self.steps)
+        if self.step_size is not None:
+            from_size = max(1, math.ceil(self.t_end / self.step_size - 1e-9))
+            if steps is not None and steps != from_size:
+                raise ValueError(
+                    f'steps={steps} and step_size={self.step_size:g} disagree (step_size gives {from_size} steps '
+                    f'over t_end={self.t_end:g}); give only one of them')
+            steps = from_size
+        steps = 12 if steps is None else steps
+        if steps > self.max_steps:
+            raise ValueError(
+                f'{steps} grid steps (t_end={self.t_end:g}, step_size={self.t_end / steps:.3g}) exceed '
+                f'max_steps={self.max_steps}: use fewer steps / a larger step_size, an adaptive method '
+                f'({", ".join(ADAPTIVE_METHODS)}), or raise max_steps if you mean it')
+        object.__setattr__(self, 'steps', steps)
+        object.__setattr__(self, 'max_steps', int(self.max_steps))
         if not isinstance(self.options, dict):
             raise TypeError(f'options must be a dict, got {type(self.options).__name__}')
-        reserved = {'grid_constructor', 'step_size', 'norm'} & set(self.options)
+        reserved = set(_RESERVED_OPTIONS) & set(self.options)
         if reserved:
-            raise ValueError(f'options {sorted(reserved)} are set by SolverConfig; use steps / step_size instead')
+            raise ValueError(f'options {sorted(reserved)} are set by SolverConfig; use steps / step_size / rtol / '
+                             'atol instead')
+        valid = solver_options(self.method)
+        unknown = sorted(set(self.options) - set(valid))
+        if unknown:
+            raise ValueError(f'options {unknown} are not options of {self.method!r}; its options are '
+                             f'{", ".join(valid) or "none"}')
 
     @property
     def is_adaptive(self) -> bool:
@@ -85,24 +130,33 @@ class SolverConfig:
 
     @property
     def evals_per_step(self) -> Optional[int]:
-        """Vector-field evaluations per grid step for fixed-grid methods (None when adaptive)."""
-        return FIXED_GRID_METHODS.get(self.method)
+        """Vector-field evaluations per grid step of Runge–Kutta methods (None for Adams and adaptive)."""
+        return RUNGE_KUTTA_METHODS.get(self.method)
 
     def exact_evals(self, steps: int) -> Optional[int]:
         """Field evaluations of ``steps`` grid steps when the method fixes them (Runge–Kutta), else None."""
-        return steps * FIXED_GRID_METHODS[self.method] if self.method in RUNGE_KUTTA_METHODS else None
+        return steps * RUNGE_KUTTA_METHODS[self.method] if self.method in RUNGE_KUTTA_METHODS else None
 
     @property
     def h(self) -> float:
         return self.t_end / self.steps
 
     def replace(self, **changes) -> 'SolverConfig':
-        """A validated copy with ``changes``; giving ``steps`` alone clears ``step_size``."""
+        """A validated copy with ``changes``. ``steps`` and ``step_size`` replace each other; changing
+        only ``t_end`` keeps the step length (``step_size``, or the current h)."""
+        names = [f.name for f in dataclasses.fields(self)]
+        unknown = sorted(set(changes) - set(names))
+        if unknown:
+            raise TypeError(f'unknown solver setting(s) {unknown}; valid: {", ".join(names)}')
         if 'steps' in changes and 'step_size' not in changes:
             changes['step_size'] = None
-        if 't_end' in changes and 'step_size' not in changes and 'steps' not in changes and self.step_size is None:
-            # keep the step length when only the horizon changes
-            changes['steps'] = max(1, round(changes['t_end'] / self.h))
+        elif 'step_size' in changes and 'steps' not in changes:
+            changes['steps'] = None if changes['step_size'] is not None else self.steps
+        elif 'steps' not in changes and 'step_size' not in changes:
+            if self.step_size is not None:
+                changes['steps'] = None  # recomputed from step_size (and the new t_end)
+            elif 't_end' in changes and _is_real(changes['t_end']) and changes['t_end'] > 0:
+                changes['steps'] = max(1, round(changes['t_end'] / self.h))  # keep the step length
         return dataclasses.replace(self, **changes)
 
     def describe(self) -> str:
