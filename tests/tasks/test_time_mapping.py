@@ -49,3 +49,18 @@ def test_teacher_step_distances():
     h = [torch.zeros(2, 3), torch.ones(2, 3), 3 * torch.ones(2, 3)]
     d = teacher_step_distances(h)
     assert d[1:] == pytest.approx([3 ** 0.5, 2 * 3 ** 0.5]) and d[0] == pytest.approx(1.5 * 3 ** 0.5)
+
+
+@pytest.mark.parametrize('temperature', [0., -30., float('nan'), float('inf'), None])
+def test_bad_softmax_temperature(temperature):
+    with pytest.raises(ValueError, match=rf'mapping temperature must be a finite number > 0.*got {temperature!r}'):
+        map_teacher_to_student(4, 8, 'softmax', distances=[1., 1., 1., 1.], temperature=temperature)
+
+
+@pytest.mark.parametrize('mapping, distances', [
+    ('softmax', [1., float('nan'), 1., 1.]), ('arclength', [1., float('inf'), 1., 1.]),
+    ('arclength', [1., -2., 1., 1.]), ('arclength', [0., 0., 0., 0.])])
+def test_bad_measured_distances(mapping, distances):
+    with pytest.raises(ValueError, match=rf"mapping '{mapping}' needs finite, non-negative teacher step distances"
+                                         r".*mapping='uniform'"):
+        map_teacher_to_student(4, 8, mapping, distances=distances)

@@ -17,6 +17,17 @@ import torch
 MAPPINGS = ('uniform', 'arclength', 'softmax')
 
 
+def check_temperature(temperature: float) -> float:
+    """The softmax mapping's T must be a finite number > 0 (the reference uses 30)."""
+    try:
+        ok = not isinstance(temperature, bool) and math.isfinite(temperature) and temperature > 0
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f'mapping temperature must be a finite number > 0 (reference: 30), got {temperature!r}')
+    return float(temperature)
+
+
 def teacher_step_distances(hidden: Sequence[torch.Tensor]) -> List[float]:
     """d_k = mean ‖h_k − h_{k−1}‖ over the batch (token vectors), k = 2..L; d_1 := mean(d_2..d_L)
     (the embedding before block 1 is not exposed by forward_intermediates)."""
@@ -47,6 +58,7 @@ def map_teacher_to_student(
     """Student time-point index (0-based) for each teacher block 1..L."""
     if mapping not in MAPPINGS:
         raise ValueError(f'Unknown mapping {mapping!r}; choose one of {MAPPINGS}')
+    check_temperature(temperature)
     if num_teacher < 1:
         raise ValueError('the teacher has no blocks to align')
     if num_teacher > num_student:
@@ -59,6 +71,10 @@ def map_teacher_to_student(
     if distances is None or len(distances) != L:
         raise ValueError(f'mapping {mapping!r} needs {L} measured teacher step distances, got {distances!r}')
     d = torch.tensor([float(x) for x in distances], dtype=torch.float64)
+    if not (d.isfinite().all() and (d >= 0).all()) or (mapping == 'arclength' and d.sum() <= 0):
+        raise ValueError(f'mapping {mapping!r} needs finite, non-negative teacher step distances (not all 0 for '
+                         f"'arclength'), got {[round(x, 4) for x in d.tolist()]}: check the teacher's hidden states "
+                         "on the calibration batch, or use mapping='uniform'")
     if mapping == 'arclength':
         frac = d.cumsum(0) / d.sum()
         return _fix_monotone([math.ceil(f * N - 1e-9) - 1 for f in frac.tolist()], N)

@@ -8,32 +8,85 @@ treated as samples of the ODE solution X(t) at time points c_1 < … < c_L of th
          + attn_mass_w · L1([CLS] attention mass of the last student step, of the last teacher block)
          + jasmin_w · JaSMin(student attention over the last 85 % of the trajectory)
 
-x / h are the [CLS] tokens (``tokens='cls'``, the paper's choice), or [CLS] + patch tokens with
-the teacher's patch grid interpolated to the student's (``tokens='all'``). Teachers without a
-class token (global-average-pooled ViTs) are aligned on pooled patch tokens instead.
+x / h are the teacher's pooled representation, as its own head pools it (``tokens='cls'``): the [CLS]
+token for ``global_pool='token'`` teachers (the paper's choice), the mean (max, avgmax) of the patch
+tokens for average-pooled teachers — with or without a [CLS] token (``global_pool='avg'`` ViTs,
+Eva02, BEiT) — and the student's tokens pooled the same way; ``tokens='all'`` adds every patch
+token, the teacher's patch grid interpolated to the student's.
+
+Teachers must be timm ViT-family models (vit_*, deit_*, eva*, beit*, ...) whose
+``forward_intermediates`` yields (B, N, D) tokens; the attention-mass loss reads the teacher's last
+block attention with timm's ``AttentionExtract`` hooks (the softmax of its non-fused path), so RoPE,
+relative position biases and q/v biases are those the teacher applies.
 """
 import logging
+import math
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from timm.layers import global_pool_nlc
 from timm.models import create_model
 from timm.task import TrainingTask
 from timm.task.classification import resolve_classification_loss
 from timm.task.distillation import DistillationTeacher
-from timm.utils import unwrap_model
+from timm.utils import AttentionExtract, unwrap_model
 
 from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss
-from .time_mapping import MAPPINGS, map_teacher_to_student, teacher_step_distances
+from .time_mapping import MAPPINGS, check_temperature, map_teacher_to_student, teacher_step_distances
 
 _logger = logging.getLogger(__name__)
 TOKEN_MODES = ('cls', 'all')
+TEACHER_KINDS = 'timm ViT-family teachers (vit_*, deit_*, eva*, beit*, ...)'
 
 
 def _has_class_token(model: nn.Module) -> bool:
     return bool(getattr(model, 'has_class_token', getattr(model, 'cls_token', None) is not None))
+
+
+def _check_weight(name: str, value: float) -> float:
+    try:
+        ok = not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f'{name} must be a finite number >= 0, got {value!r}')
+    return float(value)
+
+
+def _teacher_pool(teacher: nn.Module) -> str:
+    """How the teacher's head pools its tokens: 'token' ([CLS]) or 'avg' | 'max' | 'avgmax' over patches."""
+    pool = getattr(teacher, 'global_pool', None)
+    if pool in ('avg', 'max', 'avgmax') and getattr(teacher, 'attn_pool', None) is None:
+        return pool
+    if pool not in (None, '', 'token', 'avg', 'max', 'avgmax') or getattr(teacher, 'attn_pool', None) is not None:
+        _logger.warning(f'teacher pools with {pool!r} (attention pooling), which cannot be applied to its block '
+                        'outputs: aligning the [CLS] token if it has one, else the mean of its patch tokens')
+    return 'token' if _has_class_token(teacher) else 'avg'
+
+
+def _pool(prefix: Optional[torch.Tensor], patches: torch.Tensor, pool: str, include_prefix: bool = False):
+    """The pooled (B, D) representation of (prefix, patch) tokens; 'token' reads the first prefix token."""
+    if pool == 'token':
+        return prefix[:, 0]
+    x = torch.cat([prefix, patches], 1) if include_prefix and prefix is not None else patches
+    return global_pool_nlc(x, pool_type=pool, num_prefix_tokens=0)
+
+
+def _check_teacher_kind(teacher: nn.Module) -> int:
+    """The number of teacher blocks; TypeError for teachers without (B, N, D) token intermediates."""
+    missing = [a for a in ('forward_intermediates', 'num_prefix_tokens', 'embed_dim')
+               if getattr(teacher, a, None) is None]
+    num_blocks = len(getattr(teacher, 'feature_info', None) or getattr(teacher, 'blocks', None) or [])
+    if missing or not isinstance(teacher.embed_dim, int) or not num_blocks:
+        what = f'no {", ".join(missing)}' if missing else (
+            f'embed_dim {teacher.embed_dim!r} is not one width' if not isinstance(teacher.embed_dim, int)
+            else 'no blocks / feature_info')
+        raise TypeError(f'teacher {type(teacher).__name__} cannot provide token intermediates ({what}): trajectory '
+                        f'distillation aligns (B, N, D) block outputs and works with {TEACHER_KINDS}')
+    return num_blocks
 
 
 def _split(item) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
@@ -69,9 +122,7 @@ def load_teacher(
         if num_classes is not None:
             kwargs['num_classes'] = num_classes
         model = create_model(teacher, **kwargs)
-    if not callable(getattr(unwrap_model(model), 'forward_intermediates', None)):
-        raise TypeError(f'teacher {type(unwrap_model(model)).__name__} has no forward_intermediates(): trajectory '
-                        'distillation needs the block outputs of a timm ViT')
+    _check_teacher_kind(unwrap_model(model))
     model.requires_grad_(False)
     return model.eval().to(device) if device is not None else model.eval()
 
@@ -146,7 +197,9 @@ class TrajectoryDistillationTask(TrainingTask):
         teacher_checkpoint: local checkpoint file for a teacher given by name.
         mapping: 'uniform' | 'arclength' | 'softmax' (teacher block -> student time point).
         mapping_temperature: T of the softmax mapping (reference: 30).
-        tokens: 'cls' (reference) or 'all'.
+        tokens: 'cls' (reference): the teacher's pooled representation, as its head pools it ([CLS] for
+            global_pool='token', the mean of the patch tokens for 'avg' — Eva02, BEiT, avg-pooled ViTs),
+            against the student's tokens pooled the same way; 'all': that plus every patch token.
         distill_loss_weight, task_loss_weight: λ for the trajectory and CE terms.
         ce_start_epoch: CE is off before this epoch (the reference's curriculum).
         init_student_from_teacher: copy the teacher's patch embedding, [CLS], position embedding
@@ -154,7 +207,9 @@ class TrajectoryDistillationTask(TrainingTask):
         calibration_batch: images (normalised for the student) to measure teacher distances for
             'arclength'/'softmax'; defaults to the first training batch (rank 0's, broadcast).
         attn_mass_weight: weight of the L1 between [CLS] -> patch attention-mass maps (last teacher
-            block vs last student step; reference λ = 0.5 inside the distillation term).
+            block vs last student step; reference λ = 0.5 inside the distillation term). The teacher's map
+            comes from timm's AttentionExtract hook on its last block; teachers whose attention cannot be
+            extracted that way are refused at construction.
         jasmin_weight, jasmin_k: JaSMin regulariser on the student's attention over the last 85 %
             of the trajectory (reference k: 10 free, 2 distillation).
     """
@@ -186,46 +241,73 @@ class TrajectoryDistillationTask(TrainingTask):
             raise ValueError(f'Unknown mapping {mapping!r}; choose one of {MAPPINGS}')
         if tokens not in TOKEN_MODES:
             raise ValueError(f'Unknown tokens {tokens!r}; choose one of {TOKEN_MODES}')
+        mapping_temperature = check_temperature(mapping_temperature)
+        if task_loss_weight is not None:
+            _check_weight('task_loss_weight', task_loss_weight)
+        if distill_loss_weight is None and task_loss_weight is not None:
+            if task_loss_weight > 1:
+                raise ValueError(f'task_loss_weight={task_loss_weight!r} > 1 makes the default distill_loss_weight '
+                                 '(1 - task_loss_weight) negative: give distill_loss_weight explicitly')
+            distill_loss_weight = 1. - task_loss_weight
+        distill_loss_weight = 1. if distill_loss_weight is None else distill_loss_weight
+        self.distill_loss_weight = _check_weight('distill_loss_weight', distill_loss_weight)
+        self.task_loss_weight = 1. if task_loss_weight is None else float(task_loss_weight)
+        self.attn_mass_weight = _check_weight('attn_mass_weight', attn_mass_weight)
+        self.jasmin_weight = _check_weight('jasmin_weight', jasmin_weight)
+        if isinstance(jasmin_k, bool) or not isinstance(jasmin_k, int) or jasmin_k < 2:
+            raise ValueError(f'jasmin_k must be an integer >= 2 (the rank compared with the top attention '
+                             f'probability; reference: 2 distillation, 10 free), got {jasmin_k!r}')
         student = unwrap_model(student_model)
         num_points = _num_time_points(student)
+        num_tokens = getattr(getattr(student, 'patch_embed', None), 'num_patches', None)
+        if jasmin_weight and num_tokens is not None and jasmin_k > num_tokens + student.num_prefix_tokens:
+            raise ValueError(f'jasmin_k={jasmin_k} exceeds the student\'s {num_tokens + student.num_prefix_tokens} '
+                             'tokens (attention row length)')
         teacher = load_teacher(teacher_model, teacher_checkpoint, num_classes=student.num_classes, device=self.device)
         self.teacher = DistillationTeacher(teacher, device=self.device, dtype=self.dtype)
-        self.teacher_input_size = tuple(teacher.pretrained_cfg['input_size'][-2:]) \
-            if hasattr(teacher, 'pretrained_cfg') else None
-        self.num_teacher_blocks = len(teacher.feature_info)
+        size = getattr(getattr(teacher, 'patch_embed', None), 'img_size', None)  # the size the teacher was built for
+        if size is None and hasattr(teacher, 'pretrained_cfg'):
+            size = teacher.pretrained_cfg['input_size'][-2:]
+        self.teacher_input_size = tuple(size) if size is not None else None
+        self.num_teacher_blocks = _check_teacher_kind(teacher)
         self.teacher_has_cls = _has_class_token(teacher)
+        self.teacher_pool = _teacher_pool(teacher)
+        self.pool_include_prefix = self.teacher_pool != 'token' and bool(getattr(teacher, 'pool_include_prefix', False))
+        if self.teacher_pool == 'token' and not _has_class_token(student):
+            raise ValueError(f'the teacher {type(teacher).__name__} classifies from its [CLS] token but the student '
+                             'has none to align with it: build the student with class_token=True')
         self.mapping, self.mapping_temperature, self.tokens = mapping, mapping_temperature, tokens
         self.criterion = resolve_classification_loss(criterion, self.device, criterion_kwargs=criterion_kwargs)
-        if distill_loss_weight is None and task_loss_weight is not None:
-            distill_loss_weight = 1. - task_loss_weight
-        self.distill_loss_weight = 1. if distill_loss_weight is None else distill_loss_weight
-        self.task_loss_weight = 1. if task_loss_weight is None else task_loss_weight
         self.ce_start_epoch = ce_start_epoch
-        self.attn_mass_weight, self.jasmin_weight, self.jasmin_k = attn_mass_weight, jasmin_weight, jasmin_k
+        self.jasmin_k = jasmin_k
+        self._teacher_attn = None
         if attn_mass_weight:
             if not (self.teacher_has_cls and getattr(student, 'has_class_token', False)):
                 raise ValueError('the attention-mass loss needs a [CLS] token in teacher and student')
-            last = getattr(teacher, 'blocks', [None])[-1]
-            if self.num_teacher_blocks < 2 or not hasattr(last, 'attn') or not hasattr(last, 'norm1'):
-                raise TypeError('the attention-mass loss needs a teacher with >= 2 timm ViT blocks (attn, norm1)')
+            self._teacher_attn = self._attention_extract(teacher)
 
         indices = map_teacher_to_student(self.num_teacher_blocks, num_points, 'uniform')  # validates L <= N
+        mean = torch.tensor(student.pretrained_cfg['mean'], device=self.device).view(1, -1, 1, 1)
+        std = torch.tensor(student.pretrained_cfg['std'], device=self.device).view(1, -1, 1, 1)
+        self.register_buffer('student_mean', mean, persistent=False)
+        self.register_buffer('student_std', std, persistent=False)
+        self._probe_teacher(teacher)
         t_dim, s_dim = teacher.embed_dim, student.embed_dim
         projection = nn.Linear(s_dim, t_dim, device=self.device, dtype=self.dtype) if t_dim != s_dim else None
         if init_student_from_teacher:
             self._init_student(student, teacher)
         self.trainable_module = TrajectoryStudent(student_model, indices, projection)
-        mean = torch.tensor(student.pretrained_cfg['mean'], device=self.device).view(1, -1, 1, 1)
-        std = torch.tensor(student.pretrained_cfg['std'], device=self.device).view(1, -1, 1, 1)
-        self.register_buffer('student_mean', mean, persistent=False)
-        self.register_buffer('student_std', std, persistent=False)
         self.calibrated = mapping == 'uniform'
         if calibration_batch is not None and not self.calibrated:
             self.calibrate(calibration_batch)
 
         if verbose:
+            aligned = '[CLS] token' if self.teacher_pool == 'token' else \
+                f'{self.teacher_pool}-pooled {"" if self.pool_include_prefix else "patch "}tokens'
             _logger.info(f'TrajectoryDistillationTask: {self.num_teacher_blocks} teacher blocks -> {num_points} '
-                         f'student time points ({mapping}), tokens={tokens}, projection={projection is not None}')
+                         f'student time points ({mapping}), tokens={tokens}, projection={projection is not None}; '
+                         f'aligning the teacher\'s {aligned} (global_pool={getattr(teacher, "global_pool", None)!r}) '
+                         f'with the student\'s {aligned}')
 
     # ---- set-up -------------------------------------------------------------------------------
     @staticmethod
@@ -255,6 +337,56 @@ class TrajectoryDistillationTask(TrainingTask):
             copied.append('head')
         _logger.info(f'student initialised from the teacher: {copied} (embeddings frozen)')
 
+    @staticmethod
+    def _attention_extract(teacher: nn.Module):
+        """(last block's attention module, timm AttentionExtract hooks on its softmax output, hook name)."""
+        blocks = getattr(teacher, 'blocks', None)
+        name = f'blocks.{len(blocks) - 1}.attn' if isinstance(blocks, (nn.Sequential, nn.ModuleList)) else None
+        modules = dict(teacher.named_modules())
+        if name is None or f'{name}.attn_drop' not in modules:
+            raise TypeError(f'cannot extract the attention of teacher {type(teacher).__name__}: timm\'s '
+                            'AttentionExtract hooks blocks[-1].attn.attn_drop (after the softmax); use '
+                            f'attn_mass_weight=0 or one of the {TEACHER_KINDS}')
+        extract = AttentionExtract(teacher, names=[f'{name}.attn_drop'], method='hook')
+        return modules[name], extract.hooks, f'{name}.attn_drop'
+
+    def _teacher_attention(self, device) -> Optional[torch.Tensor]:
+        """The softmax probabilities (B, H, N, N) of the teacher's last block in the latest teacher forward."""
+        _, hooks, name = self._teacher_attn
+        return hooks.get_output(device).get(name)
+
+    @torch.no_grad()
+    def _probe_teacher(self, teacher: nn.Module) -> None:
+        """One forward at construction: refuse, before training, teachers whose intermediates are not
+        (B, N, embed_dim) tokens or whose attention cannot be extracted."""
+        param = next(teacher.parameters(), None)
+        if self.teacher_input_size is None or param is None or param.is_meta:
+            return
+        x = torch.zeros(1, self.student_mean.shape[1], *self.teacher_input_size, device=param.device)
+        name, P, D, L = type(teacher).__name__, teacher.num_prefix_tokens, teacher.embed_dim, self.num_teacher_blocks
+        try:
+            states = self._teacher_states(x)
+        except (TypeError, ValueError, RuntimeError, AssertionError, AttributeError, NotImplementedError) as e:
+            raise TypeError(f'teacher {name} cannot provide token intermediates: forward_intermediates('
+                            f'output_fmt="NLC", return_prefix_tokens=True) failed ({type(e).__name__}: {e}); '
+                            f'trajectory distillation works with {TEACHER_KINDS}') from e
+        shapes = [(None if p is None else tuple(p.shape), tuple(s.shape)) for p, s in states]
+        if len(states) != L or any(len(s) != 3 or s[-1] != D or (p is None) != (P == 0)
+                                   or (p is not None and p[1:] != (P, D)) for p, s in shapes):
+            raise TypeError(f'teacher {name} forward_intermediates does not yield {L} (B, N, {D}) token tensors with '
+                            f'{P} prefix tokens (got (prefix, patch) shapes {shapes}); trajectory distillation works '
+                            f'with {TEACHER_KINDS}')
+        if self._teacher_attn is not None:
+            attn, _, hook = self._teacher_attn
+            probs = self._teacher_attention(states[-1][1].device)
+            N, H = P + shapes[-1][1][1], getattr(attn, 'num_heads', None)
+            if probs is None or probs.dim() != 4 or probs.shape[2:] != (N, N) or H not in (None, probs.shape[1]) \
+                    or (probs < 0).any() or (probs.sum(-1) - 1).abs().max() > 1e-3:
+                got = 'never fired (the attention always runs fused)' if probs is None else \
+                    f'gave {tuple(probs.shape)}, not softmax probabilities (1, {H}, {N}, {N})'
+                raise TypeError(f'cannot extract the attention of teacher {name} faithfully: timm\'s AttentionExtract '
+                                f'hook on {hook} {got}; use attn_mass_weight=0 or one of the {TEACHER_KINDS}')
+
     def _teacher_input(self, x: torch.Tensor) -> torch.Tensor:
         x = self.teacher.normalize_input(x, self.student_mean, self.student_std)
         if self.teacher_input_size is not None and tuple(x.shape[-2:]) != self.teacher_input_size:
@@ -263,15 +395,24 @@ class TrajectoryDistillationTask(TrainingTask):
 
     @torch.no_grad()
     def _teacher_states(self, x: torch.Tensor) -> List[Tuple[Optional[torch.Tensor], torch.Tensor]]:
-        items = self.teacher.model.forward_intermediates(
-            self._teacher_input(x), indices=self.num_teacher_blocks, output_fmt='NLC',
-            return_prefix_tokens=True, intermediates_only=True)
+        """(prefix, patch) tokens of every teacher block; with the attention-mass loss the last block runs
+        its non-fused attention path so that AttentionExtract's hook sees the softmax."""
+        attn = self._teacher_attn[0] if self._teacher_attn is not None else None
+        fused = getattr(attn, 'fused_attn', False)
+        if fused:
+            attn.fused_attn = False
+        try:
+            items = self.teacher.model.forward_intermediates(
+                self._teacher_input(x), indices=self.num_teacher_blocks, output_fmt='NLC',
+                return_prefix_tokens=True, intermediates_only=True)
+        finally:
+            if fused:
+                attn.fused_attn = fused
         return [(p, s) for s, p in map(_split, items)]
 
     def _targets(self, state) -> torch.Tensor:
-        """The vector compared per time point: [CLS] if the teacher has one, else pooled patches."""
-        prefix, patches = state
-        return prefix[:, 0] if self.teacher_has_cls else patches.mean(1)
+        """The vector compared per time point: the teacher's tokens pooled as its head pools them."""
+        return _pool(*state, self.teacher_pool, self.pool_include_prefix)
 
     @torch.no_grad()
     def calibrate(self, x: torch.Tensor) -> List[int]:
@@ -345,10 +486,8 @@ class TrajectoryDistillationTask(TrainingTask):
         teacher_states = self._teacher_states(input)
         kd_losses = []
         for (s_prefix, s_patches), t_state in zip(student_states, teacher_states):
-            if self.teacher_has_cls:
-                kd = F.mse_loss(s_prefix[:, 0], self._targets(t_state))
-            else:
-                kd = F.mse_loss(s_patches.mean(1), self._targets(t_state))
+            pooled = _pool(s_prefix, s_patches, self.teacher_pool, self.pool_include_prefix)  # pooled as the teacher
+            kd = F.mse_loss(pooled, self._targets(t_state))
             if self.tokens == 'all':
                 kd = kd + F.mse_loss(s_patches, self._resample_patches(t_state[1], s_patches.shape[1]))
             kd_losses.append(kd)
@@ -359,15 +498,11 @@ class TrajectoryDistillationTask(TrainingTask):
         loss = task_weight * task_loss + self.distill_loss_weight * kd_loss
         result = {'loss': loss, 'output': logits, 'task_loss': task_loss, 'kd_loss': kd_loss}
         if self.attn_mass_weight or self.jasmin_weight:
-            from ..analysis import attention_probs, field_attention
+            from ..analysis import field_attention
             student = unwrap_model(self.trainable_module).student
             if self.attn_mass_weight:
-                t_block = self.teacher.model.blocks[-1]
-                prefix, patches = teacher_states[-2]
-                t_in = torch.cat([prefix, patches], 1) if prefix is not None else patches
-                with torch.no_grad():
-                    t_mass = cls_attention_mass(attention_probs(t_block.attn, t_block.norm1(t_in)),
-                                                prefix.shape[1] if prefix is not None else 0)
+                prefix, patches = teacher_states[-1]
+                t_mass = cls_attention_mass(self._teacher_attention(patches.device), prefix.shape[1])
                 s_mass = cls_attention_mass(field_attention(student, raw_states[-1]), student.num_prefix_tokens)
                 result['attn_mass_loss'] = attention_mass_l1(s_mass, t_mass)
                 result['loss'] = result['loss'] + self.attn_mass_weight * result['attn_mass_loss']
