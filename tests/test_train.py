@@ -1,6 +1,7 @@
 """The train.py entry point: locating timm's script, configs, and end-to-end runs of the REAL
 train.py (found at $TIMM_TRAIN_PY, in the cache, or in ../shared/timm beside the checkout)."""
 import glob
+import json
 import os
 import pathlib
 import shutil
@@ -154,6 +155,57 @@ def train_parser():
 def test_train_configs_have_only_known_keys(train_parser, path):
     timm_odevit.train.check_config_keys(train_parser, path)
 
+
+
+@needs_train_py
+def test_e2e_export_then_validate_py_gives_the_exported_accuracy(small_imagefolder, tmp_path):
+    _train(['--model', 'odevit_tiny_cifar', '--model-kwargs', 'steps=2', '--data-dir', str(small_imagefolder),
+            '--train-split', 'train', '--val-split', 'test'], tmp_path)
+    folder = tmp_path / 'export'
+    export = subprocess.run([sys.executable, '-m', 'timm_odevit.hub', str(tmp_path / 'e2e' / 'last.pth.tar'),
+                             str(folder), '--eval-dir', str(small_imagefolder), '--eval-split', 'test'],
+                            capture_output=True, text=True, timeout=600)
+    assert export.returncode == 0, export.stderr[-3000:]
+    exported = json.loads(export.stdout.strip().splitlines()[-1])
+    results = tmp_path / 'validate.json'
+    val = subprocess.run([sys.executable, '-m', 'timm_odevit.train', '--validate', '--model', f'local-dir:{folder}',
+                          '--pretrained', '--data-dir', str(small_imagefolder), '--split', 'test', '-b', '20',
+                          '--workers', '0', '--results-file', str(results), '--results-format', 'json'],
+                         capture_output=True, text=True, timeout=600)
+    assert val.returncode == 0, val.stdout[-3000:] + val.stderr[-3000:]
+    measured = json.loads(results.read_text())
+    measured = measured[0] if isinstance(measured, list) else measured
+    assert measured['top1'] == pytest.approx(exported['top1'], abs=1e-3)
+    assert measured['top5'] == pytest.approx(exported['top5'], abs=1e-3)
+
+
+@needs_train_py
+def test_e2e_resume_after_kill_keeps_steps_and_summary(small_imagefolder, tmp_path):
+    """train.py killed during epoch 1, restarted with --resume: the same optimiser steps in total as an
+    uninterrupted run, and summary.csv one table with one row per epoch."""
+    args = [sys.executable, '-m', 'timm_odevit.train', '--model', 'odevit_tiny_cifar', '--model-kwargs', 'steps=2',
+            '--data-dir', str(small_imagefolder), '--train-split', 'train', '--val-split', 'test', '--epochs', '3',
+            '-b', '24', '--opt', 'adamw', '--workers', '0', '--output', str(tmp_path), '--experiment', 'e2e',
+            '--log-interval', '1']  # AdamW counts its steps
+    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = []
+    for line in run.stdout:  # kill it as soon as epoch 1 has made a step (epoch 0 is checkpointed)
+        log.append(line)
+        if 'Train: 1 [' in line:
+            run.kill()
+            break
+    run.wait(timeout=60)
+    assert run.returncode != 0 and any('Train: 1 [' in line for line in log), ''.join(log[-40:])
+    out = tmp_path / 'e2e'
+    resumed = subprocess.run(args + ['--resume', str(out / 'last.pth.tar')], capture_output=True, text=True,
+                             timeout=900)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    summary = (out / 'summary.csv').read_text().splitlines()
+    assert summary[0].startswith('epoch,') and [row.split(',')[0] for row in summary[1:]] == ['0', '1', '2']
+    state = torch.load(out / 'last.pth.tar', map_location='cpu', weights_only=False)
+    steps_per_epoch = 120 // 24  # 12 images per class, drop_last
+    assert {int(s['step']) for s in state['optimizer']['state'].values()} == {3 * steps_per_epoch}
+    assert state['epoch'] == 2
 
 @pytest.mark.parametrize('typo, hint', [('model-kwargs', 'model_kwargs'), ('model_kwargz', 'model_kwargs'),
                                         ('kd_maping', 'kd_mapping'), ('lr_sched', None)])

@@ -19,6 +19,7 @@ import importlib.util
 import os
 import pathlib
 import sys
+import types
 import urllib.request
 from typing import List, Optional
 
@@ -151,6 +152,32 @@ def _install_tasks(module) -> None:
     module.FeatureDistillationTask = feature_task
 
 
+def _continuous_summary(module) -> None:
+    """Keep ``summary.csv`` one table across ``--resume``: train.py writes a header whenever its
+    best metric is unset (so again after a resume), and a run killed between writing an epoch's row
+    and saving its checkpoint repeats that epoch. Rows of the epochs being (re)run are dropped, and
+    the header is written only into a new file."""
+    import csv
+    from timm import utils
+    update_summary = utils.update_summary
+
+    def continuous_update_summary(epoch, train_metrics, eval_metrics, filename, lr=None, write_header=None,
+                                  log_wandb=False):
+        path = pathlib.Path(filename)
+        if path.is_file() and path.stat().st_size:
+            with open(path, newline='') as f:
+                rows = list(csv.DictReader(f))
+            kept = [r for r in rows if int(r['epoch']) < epoch]
+            if len(kept) < len(rows):
+                with open(path, 'w', newline='') as f:
+                    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                    writer.writeheader()
+                    writer.writerows(kept)
+        update_summary(epoch, train_metrics, eval_metrics, filename, lr=lr, write_header=None, log_wandb=log_wandb)
+
+    module.utils = types.SimpleNamespace(**{**vars(utils), 'update_summary': continuous_update_summary})
+
+
 def _check_image_folder(rest: List[str]) -> None:
     """Fail early and clearly when an ImageFolder --data-dir holds no images."""
     probe = argparse.ArgumentParser(add_help=False)
@@ -211,6 +238,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if not ours.validate:
         _add_arguments(module.parser)
         _install_tasks(module)
+        _continuous_summary(module)
         _check_image_folder(rest)
         config, _ = module.config_parser.parse_known_args(rest)
         if config.config:
