@@ -74,9 +74,13 @@ def check_state_dict(model: torch.nn.Module, state: Dict[str, torch.Tensor], sou
 def apply_released_model_args(variant: str, pretrained: bool, kwargs: dict, released: Dict[str, dict]) -> dict:
     """With ``pretrained=True`` on a registered name (``name.tag``), default the model args (solver
     settings, ...) to those the released weights of that tag were trained with; explicit kwargs win.
-    Weights from a folder or hub repo (``local-dir:``, ``hf-hub:``: timm passes their config's
-    pretrained_cfg as a dict) bring their own model args and are left alone."""
-    if pretrained and released and not isinstance(kwargs.get('pretrained_cfg'), dict):
+    Other weights are left alone: a folder or hub repo (``local-dir:``, ``hf-hub:``: timm passes its
+    config's pretrained_cfg as a dict, with its own model args) or an overlaid source."""
+    overlay = kwargs.get('pretrained_cfg_overlay') or {}
+    if isinstance(kwargs.get('pretrained_cfg'), dict) or any(
+            overlay.get(k) for k in ('file', 'url', 'hf_hub_id', 'state_dict')):
+        return kwargs
+    if pretrained and released:
         from timm.models._builder import resolve_pretrained_cfg
         cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'))
         for k, v in released.get(f'{variant}.{cfg.tag}', {}).items():
