@@ -52,7 +52,7 @@ def inference_grid_sweep(model, data):
             rows.append({'method': method, 'steps': steps, 'block_evals': model.nfe, 'top1': top1})
             print(f'  {method} {steps} steps ({model.nfe} evals): {rows[-1]["top1"]:.2f}', flush=True)
     finally:
-        model.ode.solver = trained
+        model.blocks.solver = trained
     return rows
 
 

@@ -55,7 +55,7 @@ def main():
                     row[f'test_top1_{fine_method}{fine_steps}'] = accuracy(model, test)
                 except FloatingPointError as e:  # the learned field need not be integrable on another grid
                     row[f'test_top1_{fine_method}{fine_steps}'] = f'non-finite: {e}'
-            model.ode.solver = trained
+            model.blocks.solver = trained
         except FloatingPointError as e:
             row['diverged'] = str(e)
         rows.append(row)

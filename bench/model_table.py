@@ -27,7 +27,7 @@ def describe(name: str) -> dict:
     row.update(dim=model.embed_dim, heads=attn.num_heads, mlp_ratio=mlp_fc1.out_features / model.embed_dim)
     solver = getattr(model, 'solver', None)
     # block (or field) evaluations per forward: independent blocks, iterations or solver NFE
-    row['block_evals'] = len(model.blocks) if hasattr(model, 'blocks') else model.nfe
+    row['block_evals'] = model.nfe if hasattr(model, 'nfe') else len(model.blocks)
     row['regime'] = getattr(model, 'regime', 'ode' if solver is not None else 'discrete')
     if hasattr(model, 'patch_embed'):
         row.update(patch=model.patch_embed.patch_size[0],

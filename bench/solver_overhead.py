@@ -15,6 +15,7 @@ import torch
 from torchdiffeq import odeint
 
 import timm_odevit  # noqa: F401
+from timm_odevit.models import embed_tokens
 from _util import time_interleaved, write_result
 
 
@@ -28,8 +29,8 @@ def main():
     torch.manual_seed(0)
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
     model = timm.create_model(args.model, steps=args.steps).to(device)
-    block, field = model.ode, model.field
-    x0 = model._embed(torch.randn(args.batch, *model.pretrained_cfg['input_size'], device=device)).detach()
+    block, field = model.blocks, model.field
+    x0 = embed_tokens(model, torch.randn(args.batch, *model.pretrained_cfg['input_size'], device=device)).detach()
     N, h = args.steps, 1.0 / args.steps
     grid = torch.linspace(0, 1, N + 1, device=device)
 

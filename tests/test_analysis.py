@@ -7,7 +7,8 @@ import torch
 
 import timm_odevit  # noqa: F401
 from timm_odevit import analysis
-from timm_odevit.inspect import inspect_image, load_image, main as inspect_main
+from timm_odevit.models import embed_tokens
+from timm_odevit.inspect_cli import inspect_image, load_image, main as inspect_main
 
 CAT = pathlib.Path(__file__).resolve().parents[1].parent / 'shared' / 'data' / 'cifar10' / 'test' / 'cat' / '00000.png'
 
@@ -28,7 +29,7 @@ def image(model):
 def test_trajectory_and_attention_shapes(model, image):
     states = analysis.trajectory(model, image)
     assert states.shape == (7, 1, 75, 256)
-    torch.testing.assert_close(states[-1], model.ode(model._embed(image)))
+    torch.testing.assert_close(states[-1], model.blocks(embed_tokens(model, image)))
     maps = analysis.attention_maps(model, states)
     assert maps.shape == (7, 1, 4, 75, 75)
     torch.testing.assert_close(maps.sum(-1), torch.ones(7, 1, 4, 75))

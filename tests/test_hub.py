@@ -97,7 +97,7 @@ def test_head_adaptation(exported):
 def test_other_solver_configuration_still_loads(exported):
     folder, model, _ = exported
     euler = timm.create_model(f'local-dir:{folder}', pretrained=True, solver='euler', steps=24)
-    torch.testing.assert_close(euler.state_dict()['ode.field.mlp.fc1.weight'], model.state_dict()['ode.field.mlp.fc1.weight'])
+    torch.testing.assert_close(euler.state_dict()['blocks.0.field.mlp.fc1.weight'], model.state_dict()['blocks.0.field.mlp.fc1.weight'])
     assert euler.solver.method == 'euler'
 
 
@@ -130,10 +130,10 @@ def test_config_naming_another_architecture(exported, tmp_path):
 def test_missing_and_extra_keys(exported, tmp_path):
     bad = _copy(exported[0], tmp_path)
     state = load_file(str(bad / 'model.safetensors'))
-    state.pop('ode.field.norm_attn.weight')
-    state['ode.field.extra'] = torch.zeros(3)
+    state.pop('blocks.0.field.norm_attn.weight')
+    state['blocks.0.field.extra'] = torch.zeros(3)
     save_file(state, str(bad / 'model.safetensors'))
-    with pytest.raises(ValueError, match=r"1 missing keys \['ode.field.norm_attn.weight'\].*unexpected keys"):
+    with pytest.raises(ValueError, match=r"1 missing keys \['blocks.0.field.norm_attn.weight'\].*unexpected keys"):
         timm.create_model(f'local-dir:{bad}', pretrained=True)
 
 

@@ -34,7 +34,10 @@ def test_flavours_keep_the_timm_api(name, kwargs, field):
     torch.testing.assert_close(early[0], states[1])
     assert _params(ode) == _params(vit) - _params(vit.blocks) + _params(ode.blocks)  # only the blocks changed
     assert _params(ode.blocks) < 0.3 * _params(vit.blocks)
-    assert ode.pretrained_cfg == vit.pretrained_cfg
+    assert ode.pretrained_cfg['architecture'] == 'vit_odeified'  # its own model, the base's input settings
+    for k in ('input_size', 'fixed_input_size', 'mean', 'std', 'crop_pct', 'num_classes', 'classifier'):
+        assert ode.pretrained_cfg[k] == vit.pretrained_cfg[k], k
+    assert not any(ode.pretrained_cfg.get(k) for k in ('url', 'hf_hub_id', 'file'))  # the base's weights are not its own
 
 
 @pytest.mark.parametrize('k', [0, 2, 3])
@@ -48,14 +51,14 @@ def test_one_euler_step_h1_is_block_k(k):
 def test_default_solver_is_the_discrete_depth():
     vit = _vit('vit_tiny_patch16_224')
     ode = odeify(vit, init='block:1')
-    assert ode.blocks.ode.solver.steps == 4 and ode.blocks.ode.solver.h == 1.0
+    assert ode.blocks.solver.steps == 4 and ode.blocks.solver.h == 1.0
     z = torch.randn(1, 197, 192)
     expected = z
     for _ in range(4):
         expected = vit.blocks[1](expected)
     torch.testing.assert_close(ode.blocks(z), expected, rtol=1e-4, atol=1e-5)
     finer = odeify(vit, init='block:1', solver=dict(method='rk4', steps=8))
-    assert finer.blocks.ode.solver.t_end == 4.0 and finer.blocks.ode.solver.steps == 8
+    assert finer.blocks.solver.t_end == 4.0 and finer.blocks.solver.steps == 8
 
 
 def test_mean_init_and_original_untouched():
@@ -63,10 +66,10 @@ def test_mean_init_and_original_untouched():
     before = {k: v.clone() for k, v in vit.state_dict().items()}
     ode = odeify(vit, init='mean')
     mean = torch.stack([b.attn.qkv.weight for b in vit.blocks]).mean(0)
-    torch.testing.assert_close(ode.blocks.ode.field.block.attn.qkv.weight, mean)
+    torch.testing.assert_close(ode.blocks.field.block.attn.qkv.weight, mean)
     with torch.no_grad():
         ode.pos_embed.add_(1.)
-        ode.blocks.ode.field.block.attn.qkv.weight.add_(1.)
+        ode.blocks.field.block.attn.qkv.weight.add_(1.)
     assert len(vit.blocks) == 4
     for k, v in vit.state_dict().items():
         torch.testing.assert_close(v, before[k])
@@ -81,11 +84,11 @@ def test_parameters_fall_from_l_blocks_to_one():
 
 def test_set_solver_and_grad_checkpointing():
     ode = odeify(_vit('vit_tiny_patch16_224'), init='mean')
-    ode.blocks.ode.set_solver(method='midpoint', steps=2)
+    ode.blocks.set_solver(method='midpoint', steps=2)
     ode.set_grad_checkpointing(True)
     ode.train()
     ode(torch.randn(1, 3, 224, 224)).sum().backward()
-    assert ode.blocks.ode.field.block.attn.qkv.weight.grad is not None
+    assert ode.blocks.field.block.attn.qkv.weight.grad is not None
 
 
 def test_bad_input():
@@ -104,8 +107,8 @@ def test_bad_input():
 def test_registered_vit_odeified_for_train_py():
     model = timm.create_model('vit_odeified', base='vit_tiny_patch16_224', depth=3, num_classes=10,
                               field='odevit', solver='rk4', steps=6)
-    assert isinstance(model.blocks, ODEBlockStack) and model.blocks.ode.solver.method == 'rk4'
+    assert isinstance(model.blocks, ODEBlockStack) and model.blocks.solver.method == 'rk4'
     assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
-    assert model.pretrained_cfg['architecture'] == 'vit_tiny_patch16_224'
+    assert model.pretrained_cfg['architecture'] == 'vit_odeified' and model._model_args['base'] == 'vit_tiny_patch16_224'
     with pytest.raises(TypeError):
         timm.create_model('vit_odeified', not_an_arg=1)

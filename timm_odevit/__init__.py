@@ -2,8 +2,11 @@
 
 ``import timm_odevit`` registers every model with timm (``timm.create_model('odevit_tiny_cifar')``).
 """
-from .layers import BlockField, CenterNorm, ODEAttention, ODEBlock, ODEViTField, RecurrentBlock, SolverConfig
-from .models import BViT, ODEViT
-from .odeify import ODEBlockStack, odeify
+from .layers import (
+    BlockField, CenterNorm, ContinuousDepthStack, ODEAttention, ODEBlock, ODEViTField, Recurrence, SolverConfig,
+)
+from .models import BViT, ContinuousDepthViT, ODEViT, odeify
+
+ODEBlockStack = ContinuousDepthStack  # former name of odeify's stack
 
 __version__ = '0.1.0'

@@ -1,7 +1,8 @@
 """Interpretability of continuous-depth ViTs: trajectories, attention over time, Lyapunov
 exponents and stability diagnostics (the analyses of arXiv 2511.16501; for bViT over iterations).
 
-All functions take a timm_odevit model (ODEViT or BViT) and a normalised image batch x (B, C, H, W):
+All functions take a model whose ``blocks`` is a continuous-depth stack (ODEViT, BViT, an odeified
+timm ViT) and a normalised image batch x (B, C, H, W):
 
     trajectory(model, x)            -> (P + 1, B, N, D) states at t_0 = 0, t_1, …, t_P
     attention_maps(model, states)   -> (P + 1, B, H, N, N) attention probabilities at each state
@@ -18,22 +19,13 @@ from typing import Callable, Dict, Optional, Tuple
 import torch
 from torch import nn
 
-from .layers import BlockField, ODEAttention, ODEBlock, RecurrentBlock
+from .layers import attention_probs, depth_stack  # noqa: F401  (attention_probs: part of this API)
+from .models import embed_tokens
 
 
-def _depth(model: nn.Module):
-    """The model's ODEBlock / RecurrentBlock (timm_odevit models, or an odeified timm ViT)."""
-    ode = getattr(model, 'ode', None)
-    if ode is None:
-        ode = getattr(getattr(model, 'blocks', None), 'ode', None)  # odeify(...) result
-    if not isinstance(ode, (ODEBlock, RecurrentBlock)):
-        raise TypeError(f'{type(model).__name__} has no ODE trajectory: analysis needs a timm_odevit model '
-                        '(odevit_*, bvit_*)')
-    return ode
-
-
-def _is_recurrent(model) -> bool:
-    return isinstance(_depth(model), RecurrentBlock)
+def is_recurrent(model: nn.Module) -> bool:
+    """Whether the model's depth is a plain recurrence (bViT, regime='recurrent') rather than an ODE."""
+    return depth_stack(model).is_recurrent
 
 
 @contextlib.contextmanager
@@ -52,48 +44,32 @@ def explicit_attention(model: nn.Module):
 
 def field_fn(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
     """X -> dX/dt (ODE models) or X -> B(X) − X (the recurrent map's increment)."""
-    ode = _depth(model)
-    if isinstance(ode, RecurrentBlock):
-        block = ode.field.block
+    stack = depth_stack(model)
+    if stack.is_recurrent:
+        block = stack.field.block
         return lambda z: block(z) - z
     t0 = torch.zeros(())
-    return lambda z: ode.field(t0.to(z.device), z)
+    return lambda z: stack.field(t0.to(z.device), z)
 
 
 @torch.no_grad()
 def trajectory(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """States at every time point, including the embedding at t = 0: (P + 1, B, N, D)."""
-    ode = _depth(model)
+    stack = depth_stack(model)
     model.eval()
-    z0 = model._embed(x)
-    states = ode.trajectory(z0, list(range(ode.num_time_points)))
+    z0 = embed_tokens(model, x)
+    states = stack.trajectory(z0, list(range(stack.num_time_points)))
     return torch.cat([z0[None], states])
 
 
 def time_points(model: nn.Module) -> torch.Tensor:
     """Times of the trajectory states (P + 1,): grid times, or iteration numbers for a recurrence."""
-    ode = _depth(model)
-    if isinstance(ode, RecurrentBlock):
-        return torch.arange(ode.num_time_points + 1, dtype=torch.float32)
-    return ode.solver.grid()
-
-
-def attention_probs(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """Attention probabilities (B, H, N, N) of an ODEAttention or a timm Attention on input x."""
-    if isinstance(attn, ODEAttention):
-        return attn.attention_probs(x)
-    B, N, C = x.shape  # timm Attention (fused qkv, optional q/k norms)
-    qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, C // attn.num_heads).permute(2, 0, 3, 1, 4)
-    q, k = attn.q_norm(qkv[0]), attn.k_norm(qkv[1])
-    return ((q * attn.scale) @ k.transpose(-2, -1)).softmax(-1)
+    return depth_stack(model).solver.grid()
 
 
 def field_attention(model: nn.Module, z: torch.Tensor) -> torch.Tensor:
     """Attention probabilities (B, H, N, N) the model's field / block applies at state z (differentiable)."""
-    field = _depth(model).field
-    if isinstance(field, BlockField):
-        return attention_probs(field.block.attn, field.block.norm1(z))
-    return attention_probs(field.attn, field.norm_attn(z))
+    return depth_stack(model).field.attention_probs(z)
 
 
 @torch.no_grad()
@@ -184,13 +160,13 @@ def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tup
     (trained fields can grow the state by many orders of magnitude)."""
     import copy
     model = copy.deepcopy(model).double().eval()
-    ode = _depth(model)
-    x0 = model._embed(x[:1].double())
+    stack = depth_stack(model)
+    x0 = embed_tokens(model, x[:1].double())
     with explicit_attention(model):
-        if isinstance(ode, RecurrentBlock):
-            return lyapunov_exponent_of_field(field_fn(model), x0, float(ode.iterations), ode.iterations,
+        if stack.is_recurrent:
+            return lyapunov_exponent_of_field(field_fn(model), x0, stack.solver.t_end, stack.solver.iterations,
                                               discrete=True)
-        return lyapunov_exponent_of_field(field_fn(model), x0, ode.solver.t_end, steps)
+        return lyapunov_exponent_of_field(field_fn(model), x0, stack.solver.t_end, steps)
 
 
 def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 0) -> float:
@@ -221,15 +197,15 @@ def euler_error_bound(model: nn.Module, x: torch.Tensor, lipschitz: Optional[flo
     """The reference's Euler global-error bound (e^L − 1)/(2 L N) · sup_t ‖Ẍ(t)‖ with Ẍ = J_ψ ψ
     evaluated on the trajectory's states, L the Lipschitz estimate, N the number of steps
     (over the model's horizon; per unit time L is scaled by t_end)."""
-    ode = _depth(model)
-    if isinstance(ode, RecurrentBlock):
+    solver = depth_stack(model).solver
+    if depth_stack(model).is_recurrent:
         raise TypeError('the Euler error bound applies to ODE models, not a plain recurrence')
     f = field_fn(model)
     states = trajectory(model, x[:1])
     L = lipschitz if lipschitz is not None else lipschitz_estimate(model, x)
-    L_t = L * ode.solver.t_end
+    L_t = L * solver.t_end
     with explicit_attention(model), torch.no_grad():
-        xdd = max(torch.func.jvp(f, (z,), (f(z),))[1].norm().item() for z in states) * ode.solver.t_end ** 2
-    N = ode.solver.steps
+        xdd = max(torch.func.jvp(f, (z,), (f(z),))[1].norm().item() for z in states) * solver.t_end ** 2
+    N = solver.steps
     bound = (math.expm1(L_t) / (2 * L_t * N) * xdd) if L_t > 0 else xdd / (2 * N)
     return {'bound': bound, 'lipschitz': L, 'sup_second_derivative': xdd, 'steps': N}

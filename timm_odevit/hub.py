@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from .models._common import check_state_dict
+from .models._common import check_state_dict, upgrade_state_dict
 
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
 
@@ -47,7 +47,7 @@ def model_from_checkpoint(checkpoint: str, use_ema: bool = False, model_name: Op
     if key not in ckpt:
         raise KeyError(f'{checkpoint!r} has no {key!r} (keys: {sorted(ckpt)}); '
                        f'{"train with --model-ema" if use_ema else "is it a train.py checkpoint?"}')
-    state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in ckpt[key].items()}
+    state = upgrade_state_dict({k[len('module.'):] if k.startswith('module.') else k: v for k, v in ckpt[key].items()})
     head = state.get('head.weight')
     if head is not None:
         kwargs.setdefault('num_classes', head.shape[0])
@@ -178,7 +178,7 @@ def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optio
     if repo_id:
         model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
     out = pathlib.Path(out_dir)
-    save_for_hf(model, out, model_args=info['model_kwargs'], safe_serialization=True)
+    save_for_hf(model, out, safe_serialization=True)  # model args: the model's own record (timm's)
     metrics = evaluate(model, eval_dir, eval_split) if eval_dir else None
     if metrics is None:
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
@@ -199,7 +199,7 @@ def verify_folder(folder) -> None:
         raise ValueError(f'{folder} is not a complete model folder: missing {missing}')
     config = json.loads((folder / 'config.json').read_text())
     try:
-        state = load_file(str(folder / 'model.safetensors'))
+        state = upgrade_state_dict(load_file(str(folder / 'model.safetensors')))
     except Exception as e:  # safetensors raises its own error type for truncated / corrupt files
         raise ValueError(f'{folder / "model.safetensors"} is corrupt or truncated: {e}') from e
     kwargs = dict(config.get('model_args', {}))

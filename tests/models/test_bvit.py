@@ -5,6 +5,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import timm_odevit  # noqa: F401
 from timm_odevit.evaluation import accuracy_vs_iterations
+from timm_odevit.models import embed_tokens
 
 
 @pytest.fixture(scope='module')
@@ -42,7 +43,7 @@ def test_euler_h1_state_subtracted_is_the_recurrence(recurrent):
 def test_iterates_are_block_applications(recurrent):
     x = torch.randn(1, 3, 32, 32)
     states = recurrent.forward_intermediates(x, output_fmt='NLC', intermediates_only=True, return_prefix_tokens=True)
-    z = recurrent._embed(x)
+    z = embed_tokens(recurrent, x)
     for k in range(12):
         z = recurrent.block(z)
         spatial, prefix = states[k]

@@ -203,6 +203,6 @@ def test_odeified_vit_distils_from_its_original():
     assert task.student_indices == [0, 1, 2, 3]
     out = task(torch.randn(2, 3, 224, 224), torch.randint(0, 10, (2,)))
     out['loss'].backward()
-    assert student.blocks.ode.field.block.attn.qkv.weight.grad is not None
+    assert student.blocks.field.block.attn.qkv.weight.grad is not None
     with pytest.raises(TypeError, match='no ODE time points'):
         TrajectoryDistillationTask(_teacher(), _teacher())

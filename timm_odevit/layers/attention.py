@@ -88,3 +88,14 @@ class ODEAttention(nn.Module):
             x = self.attn_drop(attn.softmax(dim=-1)) @ v
         x = x.transpose(1, 2).reshape(B, N, D)
         return self.proj_drop(self.proj(x))
+
+
+def attention_probs(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Attention probabilities (B, H, N, N) of an :class:`ODEAttention` or a timm ``Attention``
+    (fused qkv, optional q/k norms) on its input x (B, N, D); differentiable."""
+    if isinstance(attn, ODEAttention):
+        return attn.attention_probs(x)
+    B, N, C = x.shape
+    qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, C // attn.num_heads).permute(2, 0, 3, 1, 4)
+    q, k = attn.q_norm(qkv[0]), attn.k_norm(qkv[1])
+    return ((q * attn.scale) @ k.transpose(-2, -1)).softmax(-1)

@@ -2,6 +2,8 @@
 import torch
 from torch import nn
 
+from .attention import attention_probs
+
 FIELD_TYPES = ('state_subtracted', 'naive')
 
 
@@ -24,6 +26,10 @@ class BlockField(nn.Module):
     def forward(self, t: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         out = self.block(z)
         return out - z if self.field_type == 'state_subtracted' else out
+
+    def attention_probs(self, z: torch.Tensor) -> torch.Tensor:
+        """Attention probabilities (B, H, N, N) the block applies at state z (B, N, D)."""
+        return attention_probs(self.block.attn, self.block.norm1(z))
 
     def extra_repr(self) -> str:
         return f'field_type={self.field_type!r}'

@@ -83,6 +83,10 @@ class ODEViTField(nn.Module):
         self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, bias=bias, drop=proj_drop, **dd)
         self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()
 
+    def attention_probs(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention probabilities (B, H, N, N) the field applies at state x (B, N, D)."""
+        return self.attn.attention_probs(self.norm_attn(x))
+
     def forward(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if self.time_embed is not None:
             x = x + self.time_embed(t)

@@ -3,7 +3,7 @@
 What the vector field is lives in the models; how it is integrated lives here. A
 :class:`SolverConfig` names a torchdiffeq method and its settings and validates them; the
 :func:`solve` function integrates ``dx/dt = func(t, x)`` on the uniform grid
-``t_k = k · t_end / steps`` and returns the state at the requested grid indices.
+``t_k = k · t_end / steps`` (from any grid point t_start) and returns the state at the requested grid indices.
 """
 import dataclasses
 import inspect
@@ -159,6 +159,10 @@ class SolverConfig:
                 changes['steps'] = max(1, round(changes['t_end'] / self.h))  # keep the step length
         return dataclasses.replace(self, **changes)
 
+    def truncated(self, steps: int) -> 'SolverConfig':
+        """The first ``steps`` grid steps: horizon steps·h, same step length."""
+        return self.replace(t_end=self.h * steps, steps=steps)
+
     def describe(self) -> str:
         tol = f', rtol={self.rtol:g}, atol={self.atol:g}' if self.is_adaptive else ''
         return (f'method={self.method!r}, steps={self.steps}, h={self.h:.4g}, t_end={self.t_end:g}{tol}, '
@@ -185,27 +189,30 @@ def solve(
         config: SolverConfig,
         indices: Sequence[int],
         adjoint_params: Sequence[torch.Tensor] = (),
+        start: int = 0,
 ) -> torch.Tensor:
-    """Integrate dx/dt = func(t, x) from x(0) = x0 and return x(t_k) for k in ``indices``.
+    """Integrate dx/dt = func(t, x) from x(t_start) = x0 and return x(t_k) for k in ``indices``.
 
     Args:
-        func: the vector field, called as func(t, x) with a 0-dim time tensor.
-        x0: initial state, any shape.
+        func: the vector field, called as func(t, x) with a 0-dim time tensor (the true time t_k).
+        x0: state at grid point ``start``, any shape.
         config: solver settings.
-        indices: increasing grid indices in 1..config.steps; the integration stops at the last.
+        indices: increasing grid indices in start+1..config.steps; the integration stops at the last.
         adjoint_params: parameters of func (needed by the adjoint method).
+        start: grid index of x0 (t_start = start·h); a multistep or adaptive method starts afresh there.
 
     Returns:
         States stacked on a new first dimension, shape (len(indices), *x0.shape).
     """
-    if not indices or any(b <= a for a, b in zip(indices, indices[1:])) or indices[0] < 1 or indices[-1] > config.steps:
-        raise ValueError(f'indices must increase within 1..{config.steps}, got {list(indices)}')
+    if (not indices or any(b <= a for a, b in zip(indices, indices[1:])) or indices[0] <= start
+            or indices[-1] > config.steps):
+        raise ValueError(f'indices must increase within {start + 1}..{config.steps}, got {list(indices)}')
     if x0.is_meta:  # no values to integrate: one evaluation checks shapes, the result keeps them
         func(torch.zeros((), device=x0.device), x0)
         return x0.new_empty((len(indices), *x0.shape))
     t_dtype = torch.float64 if x0.dtype == torch.float64 else torch.float32
-    grid = config.grid(device=x0.device, dtype=t_dtype)[:indices[-1] + 1]
-    t = grid[[0, *indices]] if len(indices) < len(grid) - 1 else grid
+    grid = config.grid(device=x0.device, dtype=t_dtype)[start:indices[-1] + 1]
+    t = grid[[0, *(i - start for i in indices)]] if len(indices) < len(grid) - 1 else grid
     options = dict(config.options)
     kwargs = {}
     if config.is_adaptive:

@@ -1,4 +1,5 @@
 """Model families; importing this package registers every model with timm."""
+from ._common import ContinuousDepthViT, checkpoint_filter_fn, embed_tokens, upgrade_state_dict
 from .bvit import BViT
+from .odeified import odeify
 from .odevit import ODEViT
-from . import odeified  # noqa: F401  (registers vit_odeified)

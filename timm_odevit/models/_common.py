@@ -1,13 +1,21 @@
-"""Shared pieces of the model families: input checks, dataset statistics, token pooling."""
-from typing import Dict, Tuple
+"""What the model families share on top of timm's ``VisionTransformer``: the base class whose
+``blocks`` is a :class:`ContinuousDepthStack`, input checks, checkpoint filtering, CIFAR cfgs."""
+import contextlib
+import re
+from typing import Dict, Optional, Tuple, Union
 
 import torch
-from timm.layers import register_notrace_function
+from torch import nn
+from timm.layers import PatchEmbed, register_notrace_function, resample_abs_pos_embed, to_2tuple
+from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn as vit_checkpoint_filter_fn
+
+from ..layers import ContinuousDepthStack, SolverConfig
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
+GLOBAL_POOL_TYPES = ('', 'token', 'avg', 'max', 'avgmax', 'map', 'prr')
 
 
 def cifar_cfg(url: str = '', **kwargs) -> Dict:
@@ -19,7 +27,7 @@ def cifar_cfg(url: str = '', **kwargs) -> Dict:
         'pool_size': None,
         'crop_pct': 1.0,
         'interpolation': 'bicubic',
-        'fixed_input_size': True,
+        'fixed_input_size': True,  # True: a model takes other sizes only when built with dynamic_img_size=True
         'mean': CIFAR10_MEAN,
         'std': CIFAR10_STD,
         'first_conv': 'patch_embed.proj',
@@ -29,7 +37,8 @@ def cifar_cfg(url: str = '', **kwargs) -> Dict:
     }
 
 
-@register_notrace_function
+# ---- input -------------------------------------------------------------------------------------
+@register_notrace_function  # a leaf call in torch.fx graphs: its checks stay at run time
 def check_image_input(
         x: torch.Tensor,
         in_chans: int,
@@ -52,6 +61,27 @@ def check_image_input(
             'or dynamic_img_size=True (position embeddings are resampled)')
 
 
+class CheckedPatchEmbed(PatchEmbed):
+    """timm's PatchEmbed, raising a ValueError that names the problem for an input it cannot take."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_image_input(x, self.proj.in_channels, self.img_size, self.patch_size, not self.strict_img_size)
+        return super().forward(x)
+
+
+def embed_tokens(model: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
+    """Image (B, C, H, W) -> the initial state X(0) (B, N, D) of a timm ViT's blocks, as its
+    forward_features computes it (patch embedding, prefix tokens + position embedding, norm_pre)."""
+    return model.norm_pre(model.patch_drop(model._pos_embed(model.patch_embed(x))))
+
+
+# ---- weights -------------------------------------------------------------------------------------
+def upgrade_state_dict(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """Parameter names of earlier releases -> today's: the depth moved from ``ode.*`` (ODE-ViT, bViT)
+    and ``blocks.ode.*`` (odeified ViTs) to the stack ``blocks``, whose interval 0 holds the field."""
+    return {re.sub(r'^(blocks\.)?ode\.', 'blocks.0.', k): v for k, v in state.items()}
+
+
 def check_state_dict(model: torch.nn.Module, state: Dict[str, torch.Tensor], source: str = 'checkpoint',
                      allow: tuple = ()) -> None:
     """ValueError naming missing / unexpected / mis-shaped keys (``allow``: key prefixes exempt,
@@ -71,14 +101,57 @@ def check_state_dict(model: torch.nn.Module, state: Dict[str, torch.Tensor], sou
             + ' — weights of another architecture or configuration?')
 
 
+@contextlib.contextmanager
+def _pos_embed_prefix(model: VisionTransformer):
+    """timm's pos-embed resampling counts ``num_prefix_tokens`` leading slots in pos_embed; ours
+    has a slot for [CLS] only (registers carry no position embedding)."""
+    saved = model.num_prefix_tokens
+    model.num_prefix_tokens = int(model.has_class_token)
+    try:
+        yield model
+    finally:
+        model.num_prefix_tokens = saved
+
+
+def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTransformer) -> Dict[str, torch.Tensor]:
+    """Unwrap train.py checkpoints (state_dict_ema / state_dict / model), strip DDP's 'module.', map
+    earlier parameter names (:func:`upgrade_state_dict`), then timm's ViT filter (position embedding
+    resampled from the source grid, non-square ones included, patch embedding resized); refuse
+    weights of another architecture with a ValueError naming the keys. Solver settings are not
+    weights: a checkpoint trained with another solver loads."""
+    for key in ('state_dict_ema', 'state_dict', 'model'):
+        if key in state_dict and isinstance(state_dict[key], dict):
+            state_dict = state_dict[key]
+            break
+    state_dict = upgrade_state_dict({k[len('module.'):] if k.startswith('module.') else k: v
+                                     for k, v in state_dict.items()})
+    try:
+        with _pos_embed_prefix(model) if isinstance(model, ContinuousDepthViT) else contextlib.nullcontext():
+            out = vit_checkpoint_filter_fn(state_dict, model)
+    except RuntimeError as e:  # resampling a position embedding whose (non-square) source grid is unknown
+        pos = state_dict.get('pos_embed')
+        if pos is None or model.pos_embed is None or pos.shape == model.pos_embed.shape:
+            raise
+        raise ValueError(
+            f'cannot resample pos_embed {tuple(pos.shape)} to the model\'s {tuple(model.pos_embed.shape)}: the '
+            'source patch grid is unknown and not square. Load through a saved config that records img_size '
+            "(local-dir:, hf-hub:) or set model.pretrained_model_args = {'img_size': (H, W)} of the source") from e
+    # classifiers / first conv are adapted by timm after this filter (num_classes, in_chans)
+    cfg = getattr(model, 'pretrained_cfg', None) or {}
+    classifiers = cfg.get('classifier') or 'head'
+    classifiers = (classifiers,) if isinstance(classifiers, str) else tuple(classifiers)
+    allow = tuple(f'{c}.' for c in classifiers) + ('stage_heads.', f"{cfg.get('first_conv') or 'patch_embed.proj'}.")
+    check_state_dict(model, out, source='pretrained weights', allow=allow)
+    return out
+
+
 def apply_released_model_args(variant: str, pretrained: bool, kwargs: dict, released: Dict[str, dict]) -> dict:
-    """With ``pretrained=True`` on a registered name (``name.tag``), default the model args (solver
-    settings, ...) to those the released weights of that tag were trained with; explicit kwargs win.
-    Other weights are left alone: a folder or hub repo (``local-dir:``, ``hf-hub:``: timm passes its
-    config's pretrained_cfg as a dict, with its own model args) or an overlaid source."""
+    """With ``pretrained=True`` on a registered tag, default the model args (solver settings) to those
+    the released weights of the tag were trained with; explicit kwargs win. Not for other weights: a
+    saved config (``local-dir:``, ``hf-hub:``, which brings its own model args) or an overlaid source."""
     overlay = kwargs.get('pretrained_cfg_overlay') or {}
-    if isinstance(kwargs.get('pretrained_cfg'), dict) or any(
-            overlay.get(k) for k in ('file', 'url', 'hf_hub_id', 'state_dict')):
+    if (kwargs.get('pretrained_model_args') is not None or isinstance(kwargs.get('pretrained_cfg'), dict)
+            or any(overlay.get(k) for k in ('file', 'url', 'hf_hub_id', 'state_dict'))):
         return kwargs
     if pretrained and released:
         from timm.models._builder import resolve_pretrained_cfg
@@ -86,3 +159,129 @@ def apply_released_model_args(variant: str, pretrained: bool, kwargs: dict, rele
         for k, v in released.get(f'{variant}.{cfg.tag}', {}).items():
             kwargs.setdefault(k, v)
     return kwargs
+
+
+def _check_pool(global_pool: str, has_class_token: bool) -> None:
+    if global_pool not in GLOBAL_POOL_TYPES:
+        raise ValueError(f'Unknown global_pool {global_pool!r}; choose one of {GLOBAL_POOL_TYPES}')
+    if global_pool == 'token' and not has_class_token:
+        raise ValueError("global_pool='token' needs class_token=True")
+
+
+# ---- the base class ------------------------------------------------------------------------------
+class ContinuousDepthViT(VisionTransformer):
+    """A timm ``VisionTransformer`` whose ``blocks`` is a :class:`ContinuousDepthStack`.
+
+    Everything is timm's ViT (embedding, pooling incl. fc_norm / attention pooling, head,
+    forward_features / forward_intermediates / get_intermediate_layers, prune, set_input_size,
+    feature_info, group_matcher) except: registers carry no position embedding (pos_embed covers
+    [CLS] + patches, the ODE-ViT reference), input errors are ValueErrors naming the problem, and
+    grad checkpointing recomputes each field evaluation inside the integration. A subclass builds
+    its field and calls :meth:`_set_depth`.
+    """
+
+    def __init__(
+            self,
+            img_size: Union[int, Tuple[int, int]],
+            patch_size: Union[int, Tuple[int, int]],
+            in_chans: int,
+            num_classes: int,
+            global_pool: str,
+            embed_dim: int,
+            num_heads: int,
+            mlp_ratio: float,
+            class_token: bool,
+            reg_tokens: int,
+            final_norm: bool,
+            fc_norm: Optional[bool],
+            dynamic_img_size: bool,
+            drop_rate: float,
+            pos_drop_rate: float,
+            patch_drop_rate: float,
+            device=None,
+            dtype=None,
+    ):
+        _check_pool(global_pool, class_token)
+        if reg_tokens < 0:
+            raise ValueError(f'reg_tokens must be >= 0, got {reg_tokens}')
+        img, patch = to_2tuple(img_size), to_2tuple(patch_size)
+        if img[0] % patch[0] or img[1] % patch[1]:
+            raise ValueError(f'img_size {img_size} is not divisible by patch_size {patch_size}')
+        super().__init__(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
+            global_pool=global_pool, embed_dim=embed_dim, depth=0, num_heads=num_heads, mlp_ratio=mlp_ratio,
+            class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
+            dynamic_img_size=dynamic_img_size, drop_rate=drop_rate, pos_drop_rate=pos_drop_rate,
+            patch_drop_rate=patch_drop_rate, weight_init='skip', embed_layer=CheckedPatchEmbed,
+            norm_layer=nn.LayerNorm, device=device, dtype=dtype)
+        self.pos_embed = nn.Parameter(torch.zeros(
+            1, int(class_token) + self.patch_embed.num_patches, embed_dim, device=device, dtype=dtype))
+
+    def _set_depth(self, field: nn.Module, solver) -> None:
+        self.blocks = ContinuousDepthStack(field, solver)
+        self.blocks.attach(self)
+
+    # ---- depth --------------------------------------------------------------------------------
+    @property
+    def field(self) -> nn.Module:
+        """The shared vector field (block)."""
+        return self.blocks.field
+
+    @property
+    def solver(self) -> Optional[SolverConfig]:
+        """The ODE solver settings (None for a plain recurrence)."""
+        return None if self.blocks.is_recurrent else self.blocks.solver
+
+    def set_solver(self, **changes) -> SolverConfig:
+        """Change how the ODE is integrated, e.g. ``set_solver(method='rk4', steps=48)``; recorded in
+        the model args that save_for_hf exports."""
+        if self.blocks.is_recurrent:
+            raise ValueError(f"set_solver applies to ODE models (regime='ode'); this {type(self).__name__} is "
+                             'recurrent (use set_iterations)')
+        return self.blocks.set_solver(**changes)
+
+    @property
+    def num_time_points(self) -> int:
+        """Points of the trajectory after the embedding (grid points or iterates): len(blocks)."""
+        return self.blocks.num_time_points
+
+    @property
+    def nfe(self) -> int:
+        """Field (block) evaluations of the last forward."""
+        return self.blocks.nfe
+
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Recompute each field (block) evaluation in backward instead of storing its activations.
+        timm's checkpointing of whole blocks is not used: the intervals share one integration."""
+        self.blocks.grad_checkpointing = enable
+        if hasattr(self.patch_embed, 'set_grad_checkpointing'):
+            self.patch_embed.set_grad_checkpointing(enable)
+
+    # ---- tokens -------------------------------------------------------------------------------
+    def _pos_embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Patches (B, M, D) or (B, h, w, D) -> X(0) = [CLS + p_0; registers; patches + p_1..M] (B, N, D):
+        registers get no position embedding (ODE-ViT reference)."""
+        n_cls = int(self.has_class_token)
+        pos_embed = self.pos_embed
+        if self.dynamic_img_size:
+            B, H, W, C = x.shape
+            pos_embed = resample_abs_pos_embed(
+                pos_embed, new_size=(H, W), old_size=self.patch_embed.grid_size, num_prefix_tokens=n_cls)
+            x = x.view(B, -1, C)
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        x = x + pos_embed
+        if self.reg_token is not None:
+            x = torch.cat([x[:, :n_cls], self.reg_token.expand(x.shape[0], -1, -1), x[:, n_cls:]], dim=1)
+        return self.pos_drop(x)
+
+    def set_input_size(self, img_size: Optional[Tuple[int, int]] = None, patch_size=None) -> None:
+        """timm's (position embedding resampled, new size recorded in the model args)."""
+        with _pos_embed_prefix(self):
+            super().set_input_size(img_size=img_size, patch_size=patch_size)
+
+    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+        if global_pool is not None:
+            _check_pool(global_pool, self.has_class_token)
+        super().reset_classifier(num_classes, global_pool)

@@ -31,9 +31,8 @@ from timm.layers import trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn as vit_filter_fn
 
-from ..layers import BlockField, ODEBlock, RecurrentBlock, SolverConfig
-from ._common import CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
-from ._token_model import TokenTrajectoryModel, checkpoint_filter_fn
+from ..layers import BlockField, Recurrence, SolverConfig
+from ._common import CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, checkpoint_filter_fn, cifar_cfg, embed_tokens
 
 __all__ = ['BViT']
 
@@ -52,8 +51,9 @@ def _check_stages(stages: Sequence[int], num_points: int) -> Tuple[int, ...]:
     return stages
 
 
-class BViT(TokenTrajectoryModel):
-    """Single-block recurrent ViT: tokens (B, 1 + M, D) through one timm ``Block`` T times."""
+class BViT(ContinuousDepthViT):
+    """Single-block recurrent ViT: a timm ``VisionTransformer`` whose ``blocks`` apply one timm
+    ``Block`` T times (tokens (B, 1 + M, D)), as a recurrence or an ODE, with deep supervision."""
 
     def __init__(
             self,
@@ -71,6 +71,7 @@ class BViT(TokenTrajectoryModel):
             field: str = 'state_subtracted',
             solver: str = 'euler',
             steps: Optional[int] = None,
+            step_size: Optional[float] = None,
             rtol: float = 1e-3,
             atol: float = 1e-4,
             adjoint: bool = False,
@@ -82,9 +83,11 @@ class BViT(TokenTrajectoryModel):
             class_token: bool = True,
             reg_tokens: int = 0,
             final_norm: bool = True,
+            fc_norm: Optional[bool] = None,
             dynamic_img_size: bool = False,
             drop_rate: float = 0.,
             pos_drop_rate: float = 0.,
+            patch_drop_rate: float = 0.,
             attn_drop_rate: float = 0.,
             proj_drop_rate: float = 0.,
             drop_path_rate: float = 0.,
@@ -97,7 +100,7 @@ class BViT(TokenTrajectoryModel):
             iterations: T, the training horizon (recurrent iterations / ODE time span [0, T]).
             regime: 'recurrent' or 'ode'.
             field: ODE field, 'state_subtracted' (ż = B(z) − z) or 'naive' (ż = B(z)).
-            solver, steps, rtol, atol, adjoint, solver_options: ODE solver (steps default T, h = T/steps).
+            solver, steps, step_size, rtol, atol, adjoint, solver_options: ODE solver (steps default T, h = T/steps).
             check_finite: raise FloatingPointError on a NaN/Inf final state.
             stages: 1-based time points with a classification loss (default: the last only).
             stage_heads: 'shared' (one head for all stages) or 'separate' (one per stage).
@@ -105,30 +108,27 @@ class BViT(TokenTrajectoryModel):
             Other args as timm's VisionTransformer.
         """
         dd = {'device': device, 'dtype': dtype}
-        super().__init__(
-            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
-            global_pool=global_pool, embed_dim=embed_dim, class_token=class_token, reg_tokens=reg_tokens,
-            final_norm=final_norm, norm_layer=nn.LayerNorm, dynamic_img_size=dynamic_img_size,
-            drop_rate=drop_rate, pos_drop_rate=pos_drop_rate, **dd)
         if regime not in REGIMES:
             raise ValueError(f'Unknown regime {regime!r}; choose one of {REGIMES}')
         if stage_heads not in STAGE_HEADS:
             raise ValueError(f'Unknown stage_heads {stage_heads!r}; choose one of {STAGE_HEADS}')
+        if regime == 'recurrent' and (steps is not None or step_size is not None or solver != 'euler' or adjoint):
+            raise ValueError("solver, steps, step_size and adjoint apply to regime='ode', not 'recurrent'")
+        recurrence = Recurrence(iterations, check_finite=check_finite)  # validates iterations in both regimes
+        super().__init__(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
+            global_pool=global_pool, embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio,
+            class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
+            dynamic_img_size=dynamic_img_size, drop_rate=drop_rate, pos_drop_rate=pos_drop_rate,
+            patch_drop_rate=patch_drop_rate, **dd)
         self.regime = regime
         block = Block(
             embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop_rate,
             attn_drop=attn_drop_rate, drop_path=drop_path_rate, **dd)
-        block_field = BlockField(block, field)
-        if regime == 'recurrent':
-            if steps is not None or solver != 'euler' or adjoint:
-                raise ValueError("solver, steps and adjoint apply to regime='ode', not 'recurrent'")
-            self.ode = RecurrentBlock(block_field, iterations, check_finite=check_finite)
-        else:
-            RecurrentBlock(block_field, iterations)  # same validation of iterations in both regimes
-            self.ode = ODEBlock(block_field, SolverConfig(
-                method=solver, steps=iterations if steps is None else steps, t_end=float(iterations),
-                rtol=rtol, atol=atol, adjoint=adjoint, check_finite=check_finite,
-                options=dict(solver_options or {})))
+        self._set_depth(BlockField(block, field), recurrence if regime == 'recurrent' else SolverConfig(
+            method=solver, steps=iterations if steps is None and step_size is None else steps, step_size=step_size,
+            t_end=float(iterations), rtol=rtol, atol=atol, adjoint=adjoint, check_finite=check_finite,
+            options=dict(solver_options or {})))
 
         self.stages = _check_stages(stages if stages is not None else (self.num_time_points,), self.num_time_points)
         weights = [1.] * len(self.stages) if stage_weights is None else [float(w) for w in stage_weights]
@@ -141,38 +141,50 @@ class BViT(TokenTrajectoryModel):
         self.stage_heads = self._new_stage_heads(num_classes)
         self.init_weights()
 
-    def init_weights(self) -> None:
-        """timm ViT init: truncated-normal(0.02) linears, zero biases, tokens as timm."""
+    def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
+        """timm ViT init: truncated-normal(0.02) linears, zero biases, position embedding
+        truncated-normal(0.02), [CLS] / registers normal(1e-6) (``mode`` is timm's, unused)."""
         for m in self.modules():
             if isinstance(m, nn.Linear) and not m.weight.is_meta:
                 trunc_normal_(m.weight, std=.02)
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
-        self._init_tokens()
+        if not self.pos_embed.is_meta:
+            trunc_normal_(self.pos_embed, std=.02)
+            for token in (self.cls_token, self.reg_token):
+                if token is not None:
+                    trunc_normal_(token, std=1e-6)
 
     # ---- depth ------------------------------------------------------------------------------
     @property
     def block(self) -> nn.Module:
-        return self.ode.field.block
+        return self.field.block
 
     @property
     def iterations(self) -> int:
         """Current horizon T (recurrent iterations, or ODE time span)."""
-        return self.ode.iterations if self.regime == 'recurrent' else round(self.ode.solver.t_end)
+        return round(self.blocks.solver.t_end)
 
     def set_iterations(self, iterations: int) -> None:
-        """Run for ``iterations`` (horizon [0, iterations] in the ODE regime, same step length)."""
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-            raise ValueError(f'iterations must be an integer >= 1, got {iterations!r}')
-        if self.regime == 'recurrent':
-            self.ode.set_iterations(iterations)
-        else:
-            self.ode.set_solver(t_end=float(iterations))
+        """Run for ``iterations`` (horizon [0, iterations] in the ODE regime, same step length);
+        recorded in the model args that save_for_hf exports."""
+        self.blocks.set_iterations(iterations)
+
+    @staticmethod
+    def depth_model_args(args: Dict[str, Any]) -> Dict[str, Any]:
+        """The stack's solver args as BViT kwargs: the ODE horizon t_end is ``iterations``."""
+        if 't_end' in args:
+            args = dict(args)
+            args['iterations'] = round(args.pop('t_end'))
+        return args
 
     # ---- heads --------------------------------------------------------------------------------
     def _new_stage_heads(self, num_classes: int) -> nn.ModuleList:
         n = len(self.stages) - 1 if self.stage_head_type == 'separate' else 0
-        return nn.ModuleList([self._new_head(num_classes) for _ in range(n)]).train(self.training)
+        ref = self.pos_embed
+        return nn.ModuleList([
+            nn.Linear(self.embed_dim, num_classes, device=ref.device, dtype=ref.dtype) if num_classes > 0
+            else nn.Identity() for _ in range(n)]).train(self.training)
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
         super().reset_classifier(num_classes, global_pool)
@@ -189,15 +201,15 @@ class BViT(TokenTrajectoryModel):
         stages = self.stages if stages is None else _check_stages(stages, self.num_time_points)
         if stages[-1] > self.num_time_points:
             raise ValueError(f'stages {stages} lie outside the horizon: time points are 1..{self.num_time_points}')
-        states = self.ode.trajectory(self._embed(x), [s - 1 for s in stages])
-        return [self._head_for(s)(self._pool(self.norm(z))) for s, z in zip(stages, states)]
+        states = self.blocks.trajectory(embed_tokens(self, x), [s - 1 for s in stages])
+        return [self._head_for(s)(self.forward_head(self.norm(z), pre_logits=True)) for s, z in zip(stages, states)]
 
-    def forward(self, x: torch.Tensor):
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False):
         """Logits (B, classes). In training mode with ``stage_outputs`` set (by
         :class:`DeepSupervisionTask`) the list of per-stage logits instead."""
         if self.training and self.stage_outputs:
             return self.forward_stages(x)
-        return self.forward_head(self.forward_features(x))
+        return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
 
 
 def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:

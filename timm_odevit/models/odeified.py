@@ -1,28 +1,159 @@
-"""``vit_odeified``: any timm ViT with its blocks replaced by one ODE block, as a registered model.
+"""Plug & play: replace the L blocks of a timm Vision Transformer with one continuous-depth stack.
 
-The registry entry lets timm's train.py (and every timm tool) build an odeified ViT by name:
+    import timm, timm_odevit
+    vit = timm.create_model('vit_small_patch16_224', pretrained=True)
+    ode_vit = timm_odevit.odeify(vit, field='state_subtracted', init='mean', solver=dict(method='euler'))
+    ode_vit.blocks.set_solver(method='rk4', steps=24)
 
-    --model vit_odeified --model-kwargs base=vit_small_patch16_224 init=mean [field=odevit solver=rk4 steps=24]
-    --pretrained   (loads the BASE model's pretrained weights before the conversion)
+The result is a copy of the model (the original is untouched) whose ``blocks`` is a
+:class:`ContinuousDepthStack`: one shared field over L intervals of the solver's grid. Everything
+else — patch embedding, prefix tokens, position embedding, final norm, head — is kept, so timm's
+whole model API runs its own code and ``forward_intermediates`` yields ODE states. The copy is
+the registered model ``vit_odeified`` (its pretrained_cfg names it, its model args record base,
+field, init and solver), so ``save_for_hf`` exports it and ``create_model('local-dir:…')`` rebuilds it.
 
-Everything else (pretrained_cfg, head, …) is the base model's; see :func:`timm_odevit.odeify`.
+Fields: ``'state_subtracted'`` (ż = B(z) − z with B a copy of a ViT block: Euler with h = 1 and
+L steps is exactly applying B L times) or ``'odevit'`` (ODE-ViT's parallel CenterNorm field, with
+depth scale L; its attention/MLP weights can be initialised from the block's, its norms and
+biases cannot). Initialisation: ``'block:k'`` (block k), ``'mean'`` (the parameter mean of all
+blocks) or ``'random'``.
 """
-from typing import Optional
+import copy
+import logging
+from typing import Any, Dict, Optional, Union
 
-import timm
-from timm.models import generate_default_cfgs, register_model
+import torch
+from torch import nn
+from timm.models import build_model_with_cfg, create_model, generate_default_cfgs, register_model
+from timm.models._builder import resolve_pretrained_cfg
+from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
-from ..odeify import odeify
+from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, spectral_init_
+from ._common import checkpoint_filter_fn
 
-__all__ = []
+__all__ = ['odeify']
+_logger = logging.getLogger(__name__)
+FIELDS = ('state_subtracted', 'odevit')
+_SOURCE_KEYS = ('url', 'file', 'state_dict', 'hf_hub_id', 'hf_hub_filename', 'source', 'tag')
+
+
+@torch.no_grad()
+def _source_block(blocks: nn.Sequential, init: str) -> nn.Module:
+    if init == 'random':
+        block = copy.deepcopy(blocks[0])
+        block.apply(init_weights_vit_timm)
+        for m in block.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.reset_parameters()
+        return block
+    if init == 'mean':
+        block = copy.deepcopy(blocks[0])
+        for name, p in block.named_parameters():
+            p.copy_(torch.stack([b.get_parameter(name) for b in blocks]).mean(0))
+        return block
+    if init.startswith('block:'):
+        try:
+            k = int(init.split(':', 1)[1])
+            return copy.deepcopy(blocks[k])
+        except (ValueError, IndexError):
+            raise ValueError(f'init {init!r}: the model has blocks 0..{len(blocks) - 1}') from None
+    raise ValueError(f"Unknown init {init!r}; choose 'block:k', 'mean' or 'random'")
+
+
+@torch.no_grad()
+def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
+    dim = block.norm1.normalized_shape[0]
+    w = block.attn.qkv.weight
+    field = ODEViTField(dim, block.attn.num_heads, mlp_ratio=block.mlp.fc1.out_features / dim,
+                        depth_scale=float(depth), device=w.device, dtype=w.dtype)
+    spectral_init_(field)
+    if init != 'random':  # attention and MLP weights carry over; CenterNorm/bias-free parts cannot
+        field.attn.qkv.weight.copy_(block.attn.qkv.weight)
+        field.attn.proj.weight.copy_(block.attn.proj.weight)
+        field.mlp.fc1.weight.copy_(block.mlp.fc1.weight)
+        field.mlp.fc2.weight.copy_(block.mlp.fc2.weight)
+    return field
+
+
+def _odeified_cfg(base_cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """The base's pretrained_cfg (input size, normalisation, classifier) for architecture
+    'vit_odeified', without the base's weight source (those are not the odeified model's weights)."""
+    cfg = {k: v for k, v in dict(base_cfg).items() if k not in _SOURCE_KEYS}
+    cfg.update(architecture='vit_odeified', paper_ids='arXiv:2511.16501', custom_load=False)
+    return cfg
+
+
+def odeify(
+        model: nn.Module,
+        field: str = 'state_subtracted',
+        init: str = 'mean',
+        solver: Optional[Union[SolverConfig, Dict[str, Any]]] = None,
+) -> VisionTransformer:
+    """A copy of a timm ``VisionTransformer`` (vit_*, deit_* incl. distilled, register-token ViTs)
+    whose L blocks are replaced by one shared field integrated by a :class:`ContinuousDepthStack`.
+
+    Args:
+        model: the discrete ViT (left untouched).
+        field: 'state_subtracted' or 'odevit'.
+        init: 'block:k', 'mean' or 'random'.
+        solver: SolverConfig or dict of its fields. Default: Euler with L steps over t ∈ [0, L]
+            for 'state_subtracted' (h = 1, the discrete stack's depth), t ∈ [0, 1] for 'odevit'.
+
+    Returns:
+        The converted copy, a ``vit_odeified`` model: pretrained_cfg architecture 'vit_odeified',
+        model args {base, field, init, solver settings, the base's own args}.
+    """
+    if not isinstance(model, VisionTransformer):
+        raise TypeError(f'odeify needs a timm VisionTransformer (vit_*, deit_*, ...), got {type(model).__name__}')
+    if field not in FIELDS:
+        raise ValueError(f'Unknown field {field!r}; choose one of {FIELDS}')
+    blocks = model.blocks
+    if isinstance(blocks, ContinuousDepthStack):
+        raise ValueError('this model is already odeified')
+    depth = len(blocks)
+    source = _source_block(blocks, init)
+    if field == 'state_subtracted':
+        vector_field = BlockField(source, 'state_subtracted')
+        default = SolverConfig(method='euler', steps=depth, t_end=float(depth))
+    else:
+        vector_field = _odevit_field_from(source, depth, init)
+        default = SolverConfig(method='euler', steps=depth, t_end=1.0)
+    if isinstance(solver, SolverConfig):
+        config = solver
+    else:
+        changes = dict(solver or {})
+        if 'steps' in changes and 't_end' not in changes and field == 'state_subtracted':
+            changes['t_end'] = default.t_end  # keep the horizon, refine the grid
+        config = default.replace(**changes)
+    converted = copy.deepcopy(model, memo={id(blocks): nn.Identity()})  # a copy without the L blocks
+    converted.blocks = ContinuousDepthStack(vector_field, config)
+    base_cfg = dict(getattr(model, 'pretrained_cfg', None) or {})
+    base = base_cfg.get('architecture')
+    converted.pretrained_cfg = converted.default_cfg = _odeified_cfg(base_cfg)
+    converted._model_args = dict(getattr(model, '_model_args', {}), field=field, init=init,
+                                 **({'base': base} if base else {}))
+    converted.blocks.attach(converted)
+    converted.blocks.solver = config  # records the solver settings in the model args
+    return converted
+
 
 default_cfgs = generate_default_cfgs({
-    # input size / normalisation come from the base model's own pretrained_cfg at creation
+    # input size / normalisation come from the base model's pretrained_cfg at creation
     'vit_odeified': {'url': '', 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': None,
                      'crop_pct': 0.9, 'interpolation': 'bicubic', 'fixed_input_size': True,
                      'mean': (0.5, 0.5, 0.5), 'std': (0.5, 0.5, 0.5), 'first_conv': 'patch_embed.proj',
                      'classifier': 'head', 'license': 'apache-2.0', 'paper_ids': 'arXiv:2511.16501'},
 })
+
+
+def _has_weights(cfg: Dict[str, Any]) -> bool:
+    return any(cfg.get(k) for k in ('url', 'file', 'state_dict', 'hf_hub_id'))
+
+
+def _build_odeified(base: str, field: str, init: str, solver: Dict[str, Any], base_pretrained: bool,
+                    base_cache_dir: Optional[str] = None, **kwargs) -> VisionTransformer:
+    vit = create_model(base, pretrained=base_pretrained, cache_dir=base_cache_dir, **kwargs)
+    return odeify(vit, field=field, init=init, solver=solver)
 
 
 @register_model
@@ -33,17 +164,40 @@ def vit_odeified(
         init: str = 'mean',
         solver: str = 'euler',
         steps: Optional[int] = None,
+        step_size: Optional[float] = None,
         t_end: Optional[float] = None,
+        rtol: float = 1e-3,
+        atol: float = 1e-4,
+        adjoint: bool = False,
+        check_finite: bool = True,
+        solver_options: Optional[Dict[str, Any]] = None,
         **kwargs,
-):
-    """timm ViT ``base`` (its pretrained weights with pretrained=True, other kwargs passed to it)
-    converted by odeify(field, init) with the given solver (default Euler over the base's depth)."""
-    kwargs.pop('pretrained_cfg', None)  # the base model resolves its own
-    kwargs.pop('pretrained_cfg_overlay', None)
-    vit = timm.create_model(base, pretrained=pretrained, **kwargs)
-    config = {'method': solver}
-    if steps is not None:
-        config['steps'] = steps
-    if t_end is not None:
-        config['t_end'] = t_end
-    return odeify(vit, field=field, init=init, solver=config)
+) -> VisionTransformer:
+    """timm ViT ``base`` (other kwargs go to it) converted by odeify(field, init) with the given
+    solver (default Euler over the base's depth).
+
+    ``pretrained=True`` loads the odeified model's own weights when its pretrained_cfg has a source
+    (``local-dir:``, ``hf-hub:``, a ``pretrained_cfg_overlay`` file/url); without one, the BASE's
+    pretrained weights before the conversion (plug & play from train.py: ``--pretrained``)."""
+    cfg = kwargs.pop('pretrained_cfg', None)
+    overlay = kwargs.pop('pretrained_cfg_overlay', None)
+    if cfg:  # a saved vit_odeified (local-dir:, hf-hub:) or an explicit cfg
+        cfg = resolve_pretrained_cfg('vit_odeified', pretrained_cfg=cfg, pretrained_cfg_overlay=overlay).to_dict()
+    else:  # the base's input size and normalisation, under this architecture's name
+        cfg = _odeified_cfg(resolve_pretrained_cfg(base).to_dict())
+        cfg.update(overlay or {})
+    own_weights = pretrained and _has_weights(cfg)
+    if pretrained and not own_weights:
+        _logger.info(f'vit_odeified: no weights of its own in the pretrained cfg; loading {base} weights, then odeify')
+    solver_args = dict(method=solver, steps=steps, step_size=step_size, t_end=t_end, rtol=rtol, atol=atol,
+                       adjoint=adjoint, check_finite=check_finite, options=dict(solver_options or {}))
+    solver_args = {k: v for k, v in solver_args.items() if v is not None}
+    out_indices = kwargs.pop('out_indices', 3)
+    return build_model_with_cfg(
+        _build_odeified, 'vit_odeified', own_weights,
+        pretrained_cfg=cfg,
+        pretrained_filter_fn=checkpoint_filter_fn,
+        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
+        base=base, field=field, init=init, solver=solver_args, base_pretrained=pretrained and not own_weights,
+        base_cache_dir=kwargs.get('cache_dir'), **kwargs,
+    )

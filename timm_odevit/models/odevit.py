@@ -18,23 +18,26 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 from torch import nn
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.layers import trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
-from ..layers import ODEBlock, ODEViTField, SolverConfig, spectral_init_
-from ._common import CIFAR100_MEAN, CIFAR100_STD, apply_released_model_args, cifar_cfg
-from ._token_model import TokenTrajectoryModel, checkpoint_filter_fn
+from ..layers import ODEViTField, SolverConfig, spectral_init_
+from ._common import (
+    CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, apply_released_model_args, checkpoint_filter_fn, cifar_cfg,
+)
 
 __all__ = ['ODEViT']
 
 
-class ODEViT(TokenTrajectoryModel):
-    """Continuous-depth Vision Transformer (ODE-ViT).
+class ODEViT(ContinuousDepthViT):
+    """Continuous-depth Vision Transformer (ODE-ViT): a timm ``VisionTransformer`` whose ``blocks``
+    integrate one shared :class:`ODEViTField` over t ∈ [0, t_end].
 
     Tokens are [CLS] + ``reg_tokens`` registers (no position embedding) + M patches, shape
-    (B, 1 + R + M, D). They are integrated through one shared :class:`ODEViTField` by an
-    :class:`ODEBlock`; solver settings are model kwargs and :meth:`set_solver` changes them later.
-    ``self.nfe`` is the number of field evaluations of the last forward. Time point i of
-    ``forward_intermediates`` is t_{i+1} = (i+1)·t_end/steps.
+    (B, 1 + R + M, D). ``blocks`` is a :class:`ContinuousDepthStack`: ``len(blocks)`` = steps, block
+    i of ``forward_intermediates`` is the state at t_{i+1} = (i+1)·t_end/steps. Solver settings are
+    model kwargs; :meth:`set_solver` changes them later. ``nfe`` is the number of field evaluations
+    of the last forward.
     """
 
     def __init__(
@@ -54,11 +57,13 @@ class ODEViT(TokenTrajectoryModel):
             class_token: bool = True,
             reg_tokens: int = 10,
             final_norm: bool = False,
+            fc_norm: Optional[bool] = None,
             time_conditioned: bool = False,
             dynamic_img_size: bool = False,
             solver: str = 'euler',
             steps: Optional[int] = None,
             step_size: Optional[float] = None,
+            t_end: float = 1.0,
             rtol: float = 1e-3,
             atol: float = 1e-4,
             adjoint: bool = False,
@@ -66,6 +71,7 @@ class ODEViT(TokenTrajectoryModel):
             solver_options: Optional[Dict[str, Any]] = None,
             drop_rate: float = 0.,
             pos_drop_rate: float = 0.,
+            patch_drop_rate: float = 0.,
             attn_drop_rate: float = 0.,
             proj_drop_rate: float = 0.,
             drop_path_rate: float = 0.,
@@ -77,7 +83,7 @@ class ODEViT(TokenTrajectoryModel):
             img_size: input size, int or (H, W).
             patch_size: patch size, int or (H, W).
             in_chans, num_classes: input channels and classes (0 for no classifier).
-            global_pool: '' | 'token' | 'avg' | 'max' | 'avgmax'.
+            global_pool: '' | 'token' | 'avg' | 'max' | 'avgmax' | 'map' | 'prr' (timm's ViT pooling).
             embed_dim, num_heads, mlp_ratio: width, heads and MLP expansion of the shared field.
             depth_scale: s in ψ = s·(Attn + MLP), the reference's "emulated depth".
             attn_type: 'softmax' (reference) or 'l2' (tied-QK Lipschitz attention).
@@ -85,42 +91,43 @@ class ODEViT(TokenTrajectoryModel):
                 (LayerNorm: scale-invariant, trains stably at the benchmark recipe, see README, Measured results).
             bias: biases in the field's linear layers (the reference has none).
             class_token, reg_tokens: prefix tokens ([CLS] and learnable registers).
-            final_norm: LayerNorm on the final state before pooling/head. Off in the paper and by
-                default: measured, it costs 7-10 points and lets the state grow 25-180x along t.
+            final_norm: LayerNorm on the final state before pooling/head (after pooling for 'avg'-like
+                pools unless fc_norm=False, as timm's ViT). Off in the paper and by default: measured, it
+                costs 7-10 points and lets the state grow 25-180x along t.
             time_conditioned: non-autonomous field ψ(t, X) with a learned time code.
             dynamic_img_size: accept any input size divisible by the patch (pos-embed resampled).
-            solver, steps, step_size, rtol, atol, adjoint, check_finite, solver_options: the
+            solver, steps, step_size, t_end, rtol, atol, adjoint, check_finite, solver_options: the
                 :class:`SolverConfig` (method = ``solver``, options = ``solver_options``).
-            drop_rate, pos_drop_rate, attn_drop_rate, proj_drop_rate, drop_path_rate: dropouts
-                (head, tokens, attention, projections, and drop-path on the field's branches).
+            drop_rate, pos_drop_rate, patch_drop_rate, attn_drop_rate, proj_drop_rate, drop_path_rate:
+                dropouts (head, tokens, patches, attention, projections, drop-path on the field's branches).
         """
         dd = {'device': device, 'dtype': dtype}
         super().__init__(
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
-            global_pool=global_pool, embed_dim=embed_dim, class_token=class_token, reg_tokens=reg_tokens,
-            final_norm=final_norm, norm_layer=nn.LayerNorm, dynamic_img_size=dynamic_img_size,
-            drop_rate=drop_rate, pos_drop_rate=pos_drop_rate, **dd)
+            global_pool=global_pool, embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio,
+            class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
+            dynamic_img_size=dynamic_img_size, drop_rate=drop_rate, pos_drop_rate=pos_drop_rate,
+            patch_drop_rate=patch_drop_rate, **dd)
         field = ODEViTField(
             embed_dim, num_heads, mlp_ratio=mlp_ratio, depth_scale=depth_scale, attn_type=attn_type, bias=bias,
-            norm=field_norm,
-            attn_drop=attn_drop_rate, proj_drop=proj_drop_rate, drop_path=drop_path_rate,
+            norm=field_norm, attn_drop=attn_drop_rate, proj_drop=proj_drop_rate, drop_path=drop_path_rate,
             time_conditioned=time_conditioned, **dd)
-        self.ode = ODEBlock(field, SolverConfig(
-            method=solver, steps=steps, step_size=step_size, rtol=rtol, atol=atol, adjoint=adjoint,
+        self._set_depth(field, SolverConfig(
+            method=solver, steps=steps, step_size=step_size, t_end=t_end, rtol=rtol, atol=atol, adjoint=adjoint,
             check_finite=check_finite, options=dict(solver_options or {})))
         self.init_weights()
 
-    def init_weights(self) -> None:
+    def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
         """Spectral init of every linear/conv (SPEC §1); [CLS], registers and position embedding
-        truncated-normal with std 0.02, as in the reference code."""
+        truncated-normal with std 0.02, as in the reference code (``mode`` is timm's, unused)."""
         spectral_init_(self)
-        self._init_tokens(token_std=.02)
-        if self.field.time_embed is not None and not self.pos_embed.is_meta:
+        if self.pos_embed.is_meta:
+            return
+        for token in (self.pos_embed, self.cls_token, self.reg_token):
+            if token is not None:
+                trunc_normal_(token, std=.02)
+        if self.field.time_embed is not None:
             nn.init.zeros_(self.field.time_embed.proj.weight)
-
-    @property
-    def field(self) -> ODEViTField:
-        return self.ode.field
 
 
 def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:

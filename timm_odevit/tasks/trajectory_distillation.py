@@ -34,6 +34,7 @@ from timm.task.classification import resolve_classification_loss
 from timm.task.distillation import DistillationTeacher
 from timm.utils import AttentionExtract, unwrap_model
 
+from ..layers import depth_stack
 from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss
 from .time_mapping import MAPPINGS, check_temperature, map_teacher_to_student, teacher_step_distances
 
@@ -96,11 +97,10 @@ def _split(item) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
 
 def _num_time_points(student: nn.Module) -> int:
     """Time points of a timm_odevit model or an odeified timm ViT; TypeError for anything else."""
-    from ..analysis import _depth
     if not callable(getattr(student, 'forward_intermediates', None)):
         raise TypeError(f'student {type(student).__name__} has no forward_intermediates()')
     try:
-        return _depth(student).num_time_points
+        return depth_stack(student).num_time_points
     except TypeError:
         raise TypeError(f'student {type(student).__name__} has no ODE time points to align') from None
 
@@ -498,19 +498,19 @@ class TrajectoryDistillationTask(TrainingTask):
         loss = task_weight * task_loss + self.distill_loss_weight * kd_loss
         result = {'loss': loss, 'output': logits, 'task_loss': task_loss, 'kd_loss': kd_loss}
         if self.attn_mass_weight or self.jasmin_weight:
-            from ..analysis import field_attention
             student = unwrap_model(self.trainable_module).student
+            field = depth_stack(student).field
             if self.attn_mass_weight:
                 prefix, patches = teacher_states[-1]
                 t_mass = cls_attention_mass(self._teacher_attention(patches.device), prefix.shape[1])
-                s_mass = cls_attention_mass(field_attention(student, raw_states[-1]), student.num_prefix_tokens)
+                s_mass = cls_attention_mass(field.attention_probs(raw_states[-1]), student.num_prefix_tokens)
                 result['attn_mass_loss'] = attention_mass_l1(s_mass, t_mass)
                 result['loss'] = result['loss'] + self.attn_mass_weight * result['attn_mass_loss']
             if self.jasmin_weight:
                 n = _num_time_points(student)
                 late = [z for i, z in zip(self.student_indices, raw_states) if (i + 1) / n >= 0.15]
                 result['jasmin_loss'] = torch.stack(
-                    [jasmin_loss(field_attention(student, z), self.jasmin_k) for z in late]).mean()
+                    [jasmin_loss(field.attention_probs(z), self.jasmin_k) for z in late]).mean()
                 result['loss'] = result['loss'] + self.jasmin_weight * result['jasmin_loss']
         return result
 

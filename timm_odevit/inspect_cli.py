@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 import torch
 
 from . import analysis
+from .layers import ContinuousDepthStack
 
 
 def load_image(path: str, model) -> torch.Tensor:
@@ -51,7 +52,7 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> 
     mass = analysis.cls_attention_mass(model, maps)[:, 0]  # (P + 1, h, w)
     masks = analysis.mass_mask(mass, mass_q)
     lam, growth = analysis.lyapunov_exponent(model, x)
-    unit = 'iteration' if analysis._is_recurrent(model) else 't'
+    unit = 'iteration' if analysis.is_recurrent(model) else 't'
     image = _denormalise(x, model)
     H, W = image.shape[:2]
 
@@ -152,8 +153,8 @@ def main(argv: Optional[list] = None) -> None:
     p.add_argument('--mass-q', type=float, default=0.9)
     args = p.parse_args(argv)
     model = timm.create_model(args.model, pretrained=args.pretrained, checkpoint_path=args.checkpoint or '')
-    if not hasattr(model, 'ode'):
-        raise SystemExit(f'error: {args.model} has no ODE trajectory to inspect (use an odevit_* or bvit_* model)')
+    if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
+        raise SystemExit(f'error: {args.model} has no ODE trajectory to inspect (use an odevit_*, bvit_* or vit_odeified model)')
     try:
         x = load_image(args.image, model)
     except ValueError as e:

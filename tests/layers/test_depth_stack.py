@@ -1,0 +1,151 @@
+"""ContinuousDepthStack: one shared field over L intervals, seen by timm as a sequence of blocks."""
+import copy
+
+import pytest
+import torch
+from timm.models.vision_transformer import Block
+
+from timm_odevit.layers import (
+    METHODS, BlockField, ContinuousDepthStack, DepthInterval, ODEViTField, Recurrence, SolverConfig,
+)
+
+
+def _stack(method='euler', steps=4, t_end=1.0, dim=16, **kw):
+    torch.manual_seed(0)
+    field = ODEViTField(dim, 2, mlp_ratio=2., depth_scale=2., **kw).double().eval()
+    return ContinuousDepthStack(field, SolverConfig(method=method, steps=steps, t_end=t_end))
+
+
+def _x(dim=16):
+    torch.manual_seed(1)
+    return torch.randn(2, 5, dim, dtype=torch.float64)
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_stepping_through_the_intervals_is_the_one_call_integration(method):
+    # multistep (Adams) and adaptive methods included: the intervals hand out the states of one integration
+    stack, x = _stack(method), _x()
+    with torch.no_grad():
+        states = stack.trajectory(x, list(range(4)))
+        nfe = stack.nfe
+        z = x
+        for i, interval in enumerate(stack):
+            z = interval(z)
+            assert torch.equal(z, states[i]), i
+        assert stack.nfe == nfe  # one integration, counted once
+        assert torch.equal(stack(x), states[-1]) and stack.nfe == nfe
+
+
+class RampField(torch.nn.Module):
+    """dx/dt = t·a: X(t) = X(0) + a·t²/2, integrated exactly by RK4."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.ones(16, dtype=torch.float64))
+
+    def forward(self, t, x):
+        return t * self.a.expand_as(x)
+
+
+def test_an_interval_from_another_state_integrates_its_own_time_span():
+    # interval i from any x is the solver on [t_i, t_{i+1}]: the field sees the true t, not a restart at 0
+    stack = ContinuousDepthStack(RampField(), SolverConfig(method='rk4', steps=4, t_end=2.))
+    y = _x() + 0.1
+    with torch.no_grad():
+        torch.testing.assert_close(stack[2](y), y + (1.5 ** 2 - 1.0 ** 2) / 2, rtol=1e-12, atol=1e-12)
+    assert stack.nfe == 4
+
+
+def test_hooks_see_every_interval_and_changed_states_are_integrated_on():
+    stack, x = _stack('euler', steps=3), _x()
+    seen = []
+    stack[1].register_forward_hook(lambda m, i, out: out * 2)  # a hook that changes X(t_2)
+    stack[2].register_forward_hook(lambda m, i, out: seen.append(out))
+    with torch.no_grad():
+        out = stack(x)  # hooks present: interval by interval
+        z = x
+        for k in range(3):
+            z = z + stack.solver.h * stack.field(torch.tensor(k * stack.solver.h), z)
+            z = 2 * z if k == 1 else z
+        torch.testing.assert_close(out, z, rtol=1e-12, atol=1e-12)
+        assert seen and seen[0] is out and stack.nfe == 3 + 1  # the whole grid once, then [t_2, t_3] again
+
+
+def test_field_is_registered_once_under_interval_0():
+    stack = _stack(steps=5)
+    keys = list(stack.state_dict())
+    assert keys and all(k.startswith('0.field.') for k in keys)
+    assert len(keys) == len(set(keys)) == len(list(stack.field.state_dict()))
+    assert [type(m) for m in stack] == [DepthInterval] * 5 and stack[3].stack is stack
+    assert all(not list(m.parameters()) for m in list(stack)[1:])
+    stack.set_solver(steps=2)
+    assert len(stack) == 2 and stack[0].field is stack.field and len(list(stack.children())) == 2
+    twin = copy.deepcopy(stack)
+    assert twin[1].stack is twin and twin.field is not stack.field
+
+
+def test_slices_are_shorter_horizons_sharing_the_field():
+    stack, x = _stack('rk4', steps=6), _x()
+    short = stack[:2]
+    assert isinstance(short, ContinuousDepthStack) and short.field is stack.field and len(short) == 2
+    assert short.solver.h == stack.solver.h and short.solver.t_end == pytest.approx(2 * stack.solver.h)
+    with torch.no_grad():
+        torch.testing.assert_close(short(x), stack.trajectory(x, [1])[0], rtol=1e-12, atol=1e-12)
+    assert stack.nfe == 8  # slices share the counter (timm runs them with stop_early)
+    for bad in (slice(1, 3), slice(0, 0), slice(0, 4, 2)):
+        with pytest.raises(IndexError, match='first n intervals'):
+            stack[bad]
+
+
+def test_attention_masks_are_refused():
+    stack, x = _stack(), _x()
+    for call in (lambda: stack(x, attn_mask=torch.ones(5, 5)), lambda: stack[0](x, is_causal=True)):
+        with pytest.raises(ValueError, match='attention masks'):
+            call()
+
+
+def test_recurrence_is_block_applications():
+    torch.manual_seed(0)
+    block = Block(16, 2).eval()
+    stack = ContinuousDepthStack(BlockField(block), Recurrence(5))
+    x = torch.randn(1, 4, 16)
+    z = x
+    with torch.no_grad():
+        for i in range(5):
+            z = block(z)
+            torch.testing.assert_close(stack[i](stack.trajectory(x, [i - 1])[0] if i else x), z)
+        assert torch.equal(stack(x), z) and stack.nfe == 5 and stack.is_recurrent
+    stack.set_iterations(7)
+    assert len(stack) == 7 and stack.time_points().tolist() == list(range(1, 8))
+    with pytest.raises(ValueError, match="regime='ode'"):
+        stack.set_solver(steps=3)
+    with pytest.raises(ValueError, match='iterations must be an integer >= 1'):
+        Recurrence(0)
+    with pytest.raises(TypeError, match='BlockField'):
+        ContinuousDepthStack(ODEViTField(16, 2), Recurrence(3))
+
+
+@pytest.mark.parametrize('recurrent', [False, True])
+def test_grad_checkpointing_recomputes_field_evaluations_with_the_same_gradients(recurrent):
+    torch.manual_seed(0)
+    field = BlockField(Block(16, 2)).double()
+    stack = ContinuousDepthStack(field, Recurrence(3) if recurrent else SolverConfig('explicit_adams', steps=3))
+    x = torch.randn(2, 4, 16, dtype=torch.float64)
+    grads = []
+    for enable in (False, True):
+        stack.grad_checkpointing = enable
+        field.zero_grad()
+        z = x
+        for interval in stack:  # the interval path too
+            z = interval(z)
+        (stack(x).sum() + z.pow(2).sum()).backward()
+        grads.append([p.grad.clone() for p in field.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_copies_leave_the_kept_states_behind():
+    stack = _stack()
+    stack[0](_x().requires_grad_())  # keeps states with autograd history (deepcopy would refuse them)
+    twin = copy.deepcopy(stack)
+    assert twin._cache is None and stack._cache is not None and twin[1].stack is twin

@@ -1,0 +1,221 @@
+"""Every family is a timm VisionTransformer whose blocks is a ContinuousDepthStack: timm's own code
+paths (features, resizing, export, checkpoint filtering, layer decay) work on all of them."""
+import json
+import pathlib
+
+import pytest
+import timm
+import torch
+from timm.layers import resample_abs_pos_embed
+from timm.models import VisionTransformer, save_for_hf
+from timm.optim import param_groups_layer_decay
+
+import timm_odevit
+from timm_odevit.layers import METHODS, ContinuousDepthStack
+from timm_odevit.models import checkpoint_filter_fn, embed_tokens
+
+FIXTURE = pathlib.Path(__file__).resolve().parents[1] / 'fixtures' / 'release_logits.pt'
+RELEASE = pathlib.Path(__file__).resolve().parents[2] / 'release'
+SMALL = dict(embed_dim=32, num_heads=2)
+
+
+def _build(family, **kwargs):
+    torch.manual_seed(0)
+    if family == 'odevit':
+        return timm.create_model('odevit_tiny_cifar', steps=4, **SMALL, **kwargs).eval()
+    if family == 'bvit':
+        return timm.create_model('bvit_tiny_cifar', iterations=4, **SMALL, **kwargs).eval()
+    return timm.create_model('vit_odeified', base='vit_tiny_patch16_224', img_size=32, patch_size=8, depth=3,
+                             num_classes=10, **SMALL, **kwargs).eval()
+
+
+def _x(size=32, n=2):
+    torch.manual_seed(1)
+    return torch.randn(n, 3, size, size)
+
+
+def _reload(model, tmp_path, **kwargs):
+    save_for_hf(model, tmp_path, safe_serialization=True)
+    config = json.loads((tmp_path / 'config.json').read_text())
+    return timm.create_model(f'local-dir:{tmp_path}', pretrained=True, **kwargs).eval(), config
+
+
+@pytest.mark.parametrize('name', timm.list_models('odevit_*') + timm.list_models('bvit_*'))
+def test_every_model_is_a_timm_vision_transformer(name):
+    model = timm.create_model(name, device='meta')
+    assert isinstance(model, VisionTransformer) and isinstance(model.blocks, ContinuousDepthStack)
+    modules = dict(model.named_modules())
+    assert [f['module'] for f in model.feature_info] == [f'blocks.{i}' for i in range(len(model.blocks))]
+    assert all(f['module'] in modules for f in model.feature_info)
+    assert model.pretrained_cfg['fixed_input_size'] is True  # the truth: other sizes need dynamic_img_size=True
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_intermediates_are_the_one_call_integration_for_every_solver(method):
+    model = _build('odevit', solver=method).double()
+    x = _x().double()
+    with torch.no_grad():
+        features = model.forward_features(x)
+        nfe = model.nfe
+        final, inter = model.forward_intermediates(x, output_fmt='NLC', return_prefix_tokens=True)
+        assert torch.equal(final, features) and model.nfe == nfe
+        states = model.blocks.trajectory(embed_tokens(model, x), list(range(4)))
+        for (spatial, prefix), state in zip(inter, states):
+            assert torch.equal(torch.cat([prefix, spatial], 1), state)
+        early = model.forward_intermediates(x, indices=[1], stop_early=True, intermediates_only=True)
+        torch.testing.assert_close(early[0], model.forward_intermediates(x, indices=[1], intermediates_only=True)[0],
+                                   rtol=1e-9, atol=1e-9)  # [:2] of the grid: adaptive steps may differ by rounding
+
+
+@pytest.mark.parametrize('family', ['odevit', 'bvit', 'odeified'])
+def test_features_only_hook_fx_and_getter(family):
+    model = _build(family)
+    x = _x()
+    with torch.no_grad():
+        states = model.forward_intermediates(x, indices=[1, 3 if family != 'odeified' else 2], output_fmt='NLC',
+                                             intermediates_only=True)
+    out_indices = (1, 3) if family != 'odeified' else (1, 2)
+    kwargs = dict(features_only=True, out_indices=out_indices)
+    for feature_cls in ('hook', 'fx', 'getter'):
+        feats = _build(family, feature_cls=feature_cls, **kwargs)
+        with torch.no_grad():
+            out = feats(x)
+        n = model.num_prefix_tokens
+        out = [o.flatten(2).transpose(1, 2) if o.ndim == 4 else o[:, n:] for o in out]
+        for o, s in zip(out, states):
+            torch.testing.assert_close(o, s, msg=feature_cls)
+        names = [k for k, _ in feats.named_parameters()]
+        assert any('blocks.0.field.' in k for k in names), feature_cls  # the field is part of the extractor
+
+
+def test_set_input_size_and_set_solver_survive_save_for_hf(tmp_path):
+    model = _build('odevit')
+    model.set_input_size((48, 48))
+    model.set_solver(method='midpoint', step_size=0.5)
+    loaded, config = _reload(model, tmp_path)
+    assert config['model_args']['img_size'] == [48, 48] and config['model_args']['solver'] == 'midpoint'
+    assert config['pretrained_cfg']['input_size'] == [3, 48, 48] and config['pretrained_cfg']['fixed_input_size']
+    assert loaded.solver == model.solver and loaded.patch_embed.img_size == (48, 48)
+    x = _x(48)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x))
+    assert loaded.nfe == model.nfe == 4
+
+
+@pytest.mark.parametrize('regime', ['recurrent', 'ode'])
+def test_set_iterations_survives_save_for_hf(regime, tmp_path):
+    kwargs = dict(regime='ode', solver='rk4', steps=2) if regime == 'ode' else {}
+    model = _build('bvit', **kwargs)
+    model.set_iterations(8)
+    loaded, config = _reload(model, tmp_path)
+    assert config['model_args']['iterations'] == 8 and loaded.iterations == 8 and len(loaded.blocks) == len(model.blocks)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(_x()), model(_x()))
+
+
+def test_dynamic_size_is_written_as_not_fixed(tmp_path):
+    model = _build('odevit', dynamic_img_size=True)
+    loaded, config = _reload(model, tmp_path)
+    assert config['pretrained_cfg']['fixed_input_size'] is False
+    assert loaded(_x(48)).shape == (2, 10)
+    fixed, config = _reload(_build('odevit'), tmp_path / 'fixed')
+    assert config['pretrained_cfg']['fixed_input_size'] is True
+    with pytest.raises(ValueError, match='built for 32x32 images, got 48x48'):
+        fixed(_x(48))
+
+
+def test_non_square_checkpoint_into_another_grid(tmp_path):
+    model = _build('odevit', img_size=(32, 48))
+    loaded, _ = _reload(model, tmp_path, img_size=64)
+    expected = resample_abs_pos_embed(model.pos_embed, new_size=(16, 16), old_size=(8, 12), num_prefix_tokens=1)
+    torch.testing.assert_close(loaded.pos_embed, expected)
+    assert loaded(_x(64)).shape == (2, 10)
+    # a bare state dict carries no source grid: the error says how to give it, the metadata makes it load
+    target = _build('odevit', img_size=64)
+    with pytest.raises(ValueError, match='source patch grid is unknown'):
+        checkpoint_filter_fn(model.state_dict(), target)
+    target.pretrained_model_args = {'img_size': (32, 48)}
+    torch.testing.assert_close(checkpoint_filter_fn(model.state_dict(), target)['pos_embed'], expected)
+
+
+def test_get_intermediate_layers_and_pooling():
+    model = _build('odevit', global_pool='avg', final_norm=True)
+    x = _x()
+    layers = model.get_intermediate_layers(x, n=2, reshape=True)
+    assert [t.shape for t in layers] == [(2, 32, 8, 8)] * 2
+    assert not isinstance(model.fc_norm, torch.nn.Identity) and isinstance(model.norm, torch.nn.Identity)
+    assert model.pool(model.forward_features(x)).shape == (2, 32)
+    with pytest.raises(ValueError, match='attention masks'):
+        model(x, attn_mask=torch.ones(75, 75))
+    with pytest.raises(ValueError, match='attention masks'):
+        model.forward_intermediates(x, attn_mask=torch.ones(75, 75))
+
+
+@pytest.mark.parametrize('family', ['odevit', 'bvit', 'odeified'])
+def test_layer_decay_orders_stem_below_depth_below_head(family):
+    model = _build(family, final_norm=True) if family != 'odeified' else _build(family)
+    scale = {}
+    for group in param_groups_layer_decay(model, layer_decay=0.75):
+        for p in group['params']:
+            scale[id(p)] = group['lr_scale']
+    by_name = {n: scale[id(p)] for n, p in model.named_parameters()}
+    stem = max(v for n, v in by_name.items() if n.startswith(('patch_embed', 'pos_embed', 'cls_token')))
+    depth = {v for n, v in by_name.items() if n.startswith('blocks.')}
+    head = min(v for n, v in by_name.items() if n.startswith('head'))
+    assert len(depth) == 1 and stem < depth.pop() < head == 1.0
+
+
+@pytest.mark.parametrize('family', ['bvit', 'odeified'])
+def test_grad_checkpointing_gives_the_same_gradients(family):
+    model = _build(family).train()  # odeified: timm's own set_grad_checkpointing / checkpoint_seq over intervals
+    grads = []
+    for enable in (False, True):
+        model.zero_grad()
+        model.set_grad_checkpointing(enable)
+        model(_x()).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+    for n in grads[0]:
+        torch.testing.assert_close(grads[1][n], grads[0][n], rtol=1e-5, atol=1e-7, msg=n)
+
+
+# ---- weights --------------------------------------------------------------------------------------
+@pytest.mark.parametrize('name', ['odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10'])
+def test_released_weights_give_the_pre_refactor_logits(name):
+    reference = torch.load(FIXTURE)  # computed with the models before the depth became `blocks`
+    model = timm.create_model(f'local-dir:{RELEASE / name}', pretrained=True).eval()
+    with torch.no_grad():
+        assert torch.equal(model(reference['input']), reference[name])
+
+
+def test_earlier_parameter_names_load():
+    model = _build('odevit')
+    old = {k.replace('blocks.0.', 'ode.'): v for k, v in model.state_dict().items()}  # names before the refactor
+    assert any(k.startswith('ode.field.') for k in old)
+    twin = _build('odevit')
+    twin.load_state_dict(checkpoint_filter_fn({'state_dict': old}, twin))
+    ode = _build('odeified')
+    old = {k.replace('blocks.0.', 'blocks.ode.'): v for k, v in ode.state_dict().items()}
+    twin = _build('odeified', init='random')
+    twin.load_state_dict(checkpoint_filter_fn(old, twin))
+    with torch.no_grad():
+        torch.testing.assert_close(twin(_x()), ode(_x()))
+
+
+def test_odeify_round_trips_through_save_for_hf(tmp_path):
+    torch.manual_seed(0)
+    vit = timm.create_model('deit_tiny_distilled_patch16_224', img_size=32, patch_size=8, depth=3, num_classes=10)
+    ode = timm_odevit.odeify(vit, field='odevit').eval()
+    ode.blocks.set_solver(method='rk4', steps=6)  # recorded in the model args, like set_input_size
+    loaded, config = _reload(ode, tmp_path)
+    assert config['architecture'] == 'vit_odeified'
+    args = config['model_args']
+    assert (args['base'], args['field'], args['solver'], args['steps'], args['depth']) == (
+        'deit_tiny_distilled_patch16_224', 'odevit', 'rk4', 6, 3)
+    assert type(loaded) is type(ode) and loaded.blocks.solver == ode.blocks.solver
+    with torch.no_grad():
+        assert torch.equal(loaded(_x()), ode(_x()))
+    # its own weights also load by name through a pretrained_cfg source (here a local file with 10 classes)
+    named = timm.create_model('vit_odeified', pretrained=True, pretrained_cfg_overlay=dict(
+        file=str(tmp_path / 'model.safetensors'), num_classes=10), **args).eval()
+    with torch.no_grad():
+        assert torch.equal(named(_x()), ode(_x()))

@@ -1,0 +1,315 @@
+"""ContinuousDepthStack: the depth of a continuous-depth ViT, standing where a ViT's blocks stand.
+
+One shared field, L intervals [t_i, t_{i+1}] on the solver's uniform grid t_i = i·t_end/L (or L
+iterations of a recurrent block). Integrated in one call (``stack(x)``, end point only), or interval
+by interval (``stack[i](x)``, what timm's ``forward_intermediates``, feature hooks and torch.fx
+see): interval i maps X(t_i) to X(t_{i+1}) on the true times.
+"""
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.fx
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+from timm.layers import DropBlock2d, DropPath, register_notrace_module
+
+from .recurrence import Recurrence, iterate
+from .solver import SolverConfig, solve
+
+__all__ = ['ContinuousDepthStack', 'DepthInterval', 'depth_stack', 'active_stochastic_modules']
+
+
+def active_stochastic_modules(module: nn.Module) -> List[str]:
+    """Names of the submodules that make ``module`` random in its current mode: dropout with p > 0
+    and drop-path / drop-block with drop_prob > 0, in training mode."""
+    def active(m):
+        if isinstance(m, nn.modules.dropout._DropoutNd):
+            return m.training and m.p > 0
+        return isinstance(m, (DropPath, DropBlock2d)) and m.training and m.drop_prob > 0
+    return [name or type(module).__name__ for name, m in module.named_modules() if active(m)]
+
+
+def _check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
+    if attn_mask is not None or is_causal:
+        raise ValueError('attention masks / causal attention are not supported by a continuous-depth stack: its '
+                         'field attends over all tokens (call it without attn_mask / is_causal)')
+
+
+class _Stats:
+    """Counters shared by a stack and its slices ``stack[:n]`` (timm runs slices in forward_intermediates)."""
+    nfe = 0
+
+
+@register_notrace_module  # a leaf in torch.fx graphs: node 'blocks.i' is the state X(t_{i+1})
+class DepthInterval(nn.Module):
+    """Interval i of a :class:`ContinuousDepthStack`: X(t_i) (B, N, D) -> X(t_{i+1}) (B, N, D).
+
+    Interval 0 registers the shared field (parameters ``blocks.0.field.*``); the others hold no
+    parameters, so state_dict has every weight once. Registering it under ``blocks.0`` is what lets
+    timm's own code treat it as depth: its ViT ``group_matcher`` (``^blocks\.(\d+)``) puts it
+    between stem and head for layer-wise lr decay, and a torch.fx GraphModule that keeps node
+    ``blocks.0`` (every interval's input comes through it) keeps the field. ``self.stack`` is a
+    plain reference, not a child module.
+    """
+
+    def __init__(self, stack: 'ContinuousDepthStack', index: int, field: Optional[nn.Module] = None):
+        super().__init__()
+        self.__dict__['stack'] = stack
+        self.index = index
+        if field is not None:
+            self.field = field
+
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+                is_causal: bool = False) -> torch.Tensor:
+        _check_no_mask(attn_mask, is_causal)
+        return self.stack._run_interval(x, self.index)
+
+    def extra_repr(self) -> str:
+        h = self.stack.solver.h
+        return f't=[{self.index * h:.4g}, {(self.index + 1) * h:.4g}]'
+
+
+class ContinuousDepthStack(nn.Module):
+    """Maps tokens X(0) (B, N, D) to X(t_L) through one shared ``field``, presented to timm as blocks.
+
+    ``solver`` is a :class:`SolverConfig` (integrate dX/dt = field(t, X) with torchdiffeq) or a
+    :class:`Recurrence` (z_k = B(z_{k−1}) with B = ``field.block``, a :class:`BlockField`); L is
+    its number of grid steps (iterations). After every forward, ``nfe`` holds the field (block)
+    evaluations it made: steps × stages for Runge–Kutta grids (computed, so that nothing changes
+    inside the integration that torch.compile would guard on), counted for Adams / adaptive ones.
+
+    Interval semantics: ``stack[0](x)`` integrates the whole horizon once (every grid point) and
+    keeps the states; ``stack[i](x)`` returns the kept X(t_{i+1}) when x is the kept X(t_i), so
+    stepping through the intervals gives exactly the one-call states for every method (multistep
+    and adaptive ones included). Given any other x (a hook changed it), interval i integrates
+    [t_i, t_{i+1}] from x on the true times (a multistep/adaptive method starts afresh there).
+    ``stack(x)`` integrates end point only, unless interval modules carry forward hooks or torch.fx
+    is tracing: then it steps through the intervals. ``stack[:n]`` is the first n intervals (horizon
+    t_n, same step length) sharing the field. ``grad_checkpointing`` recomputes each field (block)
+    evaluation in backward.
+
+    A field that is random in training mode (dropout, drop-path) is refused with the adjoint method
+    (its backward pass re-samples the masks, so the gradient is not the gradient of the forward) and
+    with adaptive methods (the error estimate measures the noise, so step control is meaningless).
+    """
+
+    def __init__(self, field: nn.Module, solver: Optional[Union[SolverConfig, Recurrence]] = None):
+        super().__init__()
+        self._modules['0'] = DepthInterval(self, 0, field)
+        self.grad_checkpointing = False
+        self._stats = _Stats()
+        self._cache: Optional[List[torch.Tensor]] = None  # states of the last stepped-through integration
+        self._last_interval: Optional[int] = None
+        self._evals = 0
+        self.solver = solver if solver is not None else SolverConfig()
+
+    def __getstate__(self):  # copies and pickles leave the kept states behind (they may carry autograd graphs)
+        return dict(super().__getstate__(), _cache=None, _last_interval=None)
+
+    # ---- configuration ----------------------------------------------------------------------
+    @property
+    def field(self) -> nn.Module:
+        """The shared vector field (registered once, as ``0.field``)."""
+        return self._modules['0'].field
+
+    @property
+    def solver(self) -> Union[SolverConfig, Recurrence]:
+        return self.__dict__['_solver']
+
+    @solver.setter
+    def solver(self, config: Union[SolverConfig, Recurrence]) -> None:
+        if not isinstance(config, (SolverConfig, Recurrence)):
+            raise TypeError(f'solver must be a SolverConfig or a Recurrence, got {type(config).__name__}')
+        if isinstance(config, Recurrence) and not hasattr(self.field, 'block'):
+            raise TypeError(f'a Recurrence iterates a block: the field must be a BlockField, got '
+                            f'{type(self.field).__name__}')
+        self.__dict__['_solver'] = config
+        self._cache = None
+        names = [n for n in self._modules if n != '0']
+        if len(names) + 1 != config.steps:
+            for n in names:
+                del self._modules[n]
+            for i in range(1, config.steps):
+                self._modules[str(i)] = DepthInterval(self, i)
+        self._sync_owner(record=True)
+
+    @property
+    def is_recurrent(self) -> bool:
+        return isinstance(self.solver, Recurrence)
+
+    def set_solver(self, **changes) -> SolverConfig:
+        """Change solver settings (method, steps, step_size, t_end, rtol, atol, adjoint, ...); returns the new config."""
+        if self.is_recurrent:
+            raise ValueError("set_solver applies to ODE depth (regime='ode'); this stack iterates a block "
+                             '(use set_iterations)')
+        self.solver = self.solver.replace(**changes)
+        return self.solver
+
+    def set_iterations(self, iterations: int) -> None:
+        """Horizon [0, iterations]: recurrent iterations, or ODE time (same step length)."""
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ValueError(f'iterations must be an integer >= 1, got {iterations!r}')
+        self.solver = self.solver.replace(**(
+            {'iterations': iterations} if self.is_recurrent else {'t_end': float(iterations)}))
+
+    def truncate(self, num_points: int) -> None:
+        """Keep the first ``num_points`` grid points: horizon num_points·h, same step length."""
+        self.solver = self.solver.truncated(num_points)
+
+    @property
+    def num_time_points(self) -> int:
+        """Grid points after t = 0 (the 'layers' of forward_intermediates)."""
+        return self.solver.steps
+
+    def time_points(self) -> torch.Tensor:
+        """Times t_1 … t_L of the interval end points, shape (L,)."""
+        return self.solver.grid()[1:]
+
+    @property
+    def nfe(self) -> int:
+        """Field (block) evaluations of the last forward (the adjoint's backward evaluations not counted)."""
+        return self._stats.nfe
+
+    # ---- the model that holds this stack as its blocks ----------------------------------------
+    def attach(self, model: nn.Module) -> 'ContinuousDepthStack':
+        """Keep ``model.feature_info`` (one entry per interval, ``blocks.i``) and the model's recorded
+        construction args (``model._model_args``, what timm's save_for_hf exports) in step with
+        later solver changes. ``model.depth_model_args(args)``, if defined, renames the args."""
+        self.__dict__['_owner'] = model
+        self._sync_owner(record=False)
+        return self
+
+    def model_args(self) -> dict:
+        """The solver settings as model kwargs (None = drop the kwarg)."""
+        cfg = self.solver
+        if self.is_recurrent:
+            return dict(iterations=cfg.iterations, check_finite=cfg.check_finite)
+        return dict(solver=cfg.method, steps=None if cfg.step_size else cfg.steps, step_size=cfg.step_size,
+                    t_end=cfg.t_end, rtol=cfg.rtol, atol=cfg.atol, adjoint=cfg.adjoint,
+                    check_finite=cfg.check_finite, solver_options=dict(cfg.options) or None)
+
+    def _sync_owner(self, record: bool) -> None:
+        owner = self.__dict__.get('_owner')
+        if owner is None or owner._modules.get('blocks') is not self:
+            return
+        reduction = owner.patch_embed.feat_ratio() if hasattr(owner.patch_embed, 'feat_ratio') \
+            else owner.patch_embed.patch_size
+        owner.feature_info = [dict(module=f'blocks.{i}', num_chs=owner.embed_dim, reduction=reduction)
+                              for i in range(len(self))]
+        if record:
+            args = self.model_args()
+            args = owner.depth_model_args(args) if hasattr(owner, 'depth_model_args') else args
+            recorded = dict(getattr(owner, '_model_args', {}))
+            for k, v in args.items():
+                if v is None:
+                    recorded.pop(k, None)
+                else:
+                    recorded[k] = v
+            owner._model_args = recorded
+
+    # ---- timm's view: a sequence of blocks ------------------------------------------------------
+    def __len__(self) -> int:
+        return self.solver.steps
+
+    def __iter__(self) -> Iterator[DepthInterval]:
+        return iter([self._modules[str(i)] for i in range(len(self))])
+
+    def __getitem__(self, item: Union[int, slice]) -> Union[DepthInterval, 'ContinuousDepthStack']:
+        if isinstance(item, slice):
+            start, stop, step = item.indices(len(self))
+            if start != 0 or step != 1 or stop < 1:
+                raise IndexError(f'a continuous-depth stack can only be cut to its first n intervals ([:n], '
+                                 f'1 <= n <= {len(self)}), got {item}')
+            shorter = ContinuousDepthStack(self.field, self.solver.truncated(stop))
+            shorter.grad_checkpointing = self.grad_checkpointing
+            shorter._stats = self._stats
+            return shorter
+        return self._modules[str(range(len(self))[item])]
+
+    # ---- integration ----------------------------------------------------------------------------
+    def _rhs(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        if self.solver.exact_evals(1) is None:  # Adams / adaptive: counted
+            self._evals += 1
+        if self.grad_checkpointing and torch.is_grad_enabled() and not self.solver.adjoint:
+            return checkpoint(self.field, t, x, use_reentrant=False)
+        return self.field(t, x)
+
+    def _check_deterministic_field(self) -> None:
+        cfg = self.solver
+        if not (cfg.adjoint or cfg.is_adaptive):
+            return
+        stochastic = active_stochastic_modules(self.field)
+        if stochastic:
+            why = ('the adjoint backward pass re-samples the dropout masks, so its gradient is not the gradient '
+                   'of the forward pass' if cfg.adjoint else
+                   f'the adaptive {cfg.method!r} would control its step size on the dropout noise')
+            raise ValueError(
+                f'The ODE field is random in training mode (active: {", ".join(stochastic)}) and {why}. Set those '
+                'drop rates to 0, or integrate with adjoint=False and a fixed-grid method '
+                '(e.g. set_solver(method="rk4", adjoint=False)); eval mode is fine.')
+
+    def _integrate(self, x: torch.Tensor, indices: Sequence[int], start: int = 0) -> Tuple[torch.Tensor, int]:
+        """States at grid indices ``indices`` (increasing, in start+1..L) from x = X(t_start):
+        ((len(indices), B, N, D), field evaluations made)."""
+        cfg = self.solver
+        if self.is_recurrent:
+            states = iterate(self.field.block, x, cfg, indices, start, self.grad_checkpointing)
+            return states, indices[-1] - start
+        self._check_deterministic_field()
+        self._evals = 0
+        states = solve(self._rhs, x, cfg, indices, adjoint_params=tuple(self.field.parameters()), start=start)
+        exact = cfg.exact_evals(indices[-1] - start)
+        return states, exact if exact is not None else self._evals
+
+    def trajectory(self, x: torch.Tensor, indices: Sequence[int]) -> torch.Tensor:
+        """States at time points ``indices`` (0-based, increasing: index i is t_{i+1}) from X(0),
+        shape (len(indices), B, N, D). Integration stops at the largest index."""
+        if not indices or indices[0] < 0:
+            raise ValueError(f'indices must increase within 0..{len(self) - 1}, got {list(indices)}')
+        states, self._stats.nfe = self._integrate(x, [i + 1 for i in indices])
+        self._last_interval = None
+        return states
+
+    def _run_interval(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        cache, last = self._cache, len(self) - 1
+        if i > 0 and cache is not None and x is cache[i - 1]:
+            out = cache[i]
+        elif i == 0:  # the whole horizon once; later intervals hand out its states
+            states, self._stats.nfe = self._integrate(x, list(range(1, last + 2)))
+            cache = self._cache = list(states.unbind(0))
+            out = cache[0]
+        else:  # not the state this stack produced for t_i: integrate [t_i, t_{i+1}] from x
+            states, evals = self._integrate(x, [i + 1], start=i)
+            self._stats.nfe = evals + (self._stats.nfe if self._last_interval == i - 1 else 0)
+            self._cache, out = None, states[0]
+        self._last_interval = i
+        if i == last:
+            self._cache = None
+        return out
+
+    def _observed(self) -> bool:
+        return any(m._forward_hooks or m._forward_pre_hooks for m in self)
+
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+                is_causal: bool = False) -> torch.Tensor:
+        """X(0) (B, N, D) -> X(t_L) (B, N, D)."""
+        _check_no_mask(attn_mask, is_causal)
+        if isinstance(x, torch.fx.Proxy) or self._observed():
+            for interval in self:
+                x = interval(x)
+            return x
+        states, self._stats.nfe = self._integrate(x, [len(self)])
+        self._last_interval = None
+        return states[-1]
+
+    def extra_repr(self) -> str:
+        return self.solver.describe()
+
+
+def depth_stack(model: nn.Module) -> ContinuousDepthStack:
+    """The :class:`ContinuousDepthStack` of a timm_odevit model or an odeified timm ViT (its ``blocks``)."""
+    stack = getattr(model, 'blocks', None)
+    if not isinstance(stack, ContinuousDepthStack):
+        raise TypeError(f'{type(model).__name__} has no ODE trajectory: this needs a timm_odevit model '
+                        '(odevit_*, bvit_*, vit_odeified / odeify(...))')
+    return stack
