@@ -160,3 +160,39 @@ def test_publish_dry_run_never_shows_the_token(exported, monkeypatch, capsys):
     out = capsys.readouterr()
     assert 'would upload README.md, config.json, model.safetensors' in out.out
     assert 'hf_secret_value_123' not in out.out + out.err
+
+
+def test_export_that_fails_leaves_no_half_written_folder(tmp_path, eval_dir, monkeypatch):
+    model = timm.create_model('odevit_tiny_cifar', steps=2)
+    torch.save({'arch': 'odevit_tiny_cifar', 'state_dict': model.state_dict()}, tmp_path / 'c.pth.tar')
+    out = tmp_path / 'out'
+
+    def broken_evaluation(*args, **kwargs):
+        raise RuntimeError('evaluation failed (simulated)')
+    monkeypatch.setattr(hub, 'evaluate', broken_evaluation)
+    with pytest.raises(RuntimeError, match='simulated'):
+        hub.export(str(tmp_path / 'c.pth.tar'), str(out), eval_dir=str(eval_dir))
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ['c.pth.tar']
+    out.mkdir()  # an existing folder keeps its content when a re-export fails
+    (out / 'config.json').write_text('{"previous": true}')
+    with pytest.raises(RuntimeError, match='simulated'):
+        hub.export(str(tmp_path / 'c.pth.tar'), str(out), eval_dir=str(eval_dir))
+    assert [p.name for p in out.iterdir()] == ['config.json'] and 'previous' in (out / 'config.json').read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['c.pth.tar', 'out']
+
+
+def test_verify_folder_refuses_bad_values_and_bad_config(exported, tmp_path):
+    folder = tmp_path / 'copy'
+    shutil.copytree(exported[0], folder)
+    state = load_file(folder / 'model.safetensors')
+    state['head.weight'][0, 0] = float('nan')
+    save_file(state, folder / 'model.safetensors')
+    with pytest.raises(ValueError, match=r'NaN/Inf in 1 tensors'):
+        hub.verify_folder(folder)
+    state['head.weight'] = state['head.weight'].nan_to_num().long()
+    save_file(state, folder / 'model.safetensors')
+    with pytest.raises(ValueError, match='integer tensors for floating-point parameters'):
+        hub.verify_folder(folder)
+    (folder / 'config.json').write_text('[1, 2]')
+    with pytest.raises(ValueError, match=r'config.json is not a valid timm config.json \(TypeError'):
+        hub.verify_folder(folder)

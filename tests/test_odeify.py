@@ -112,3 +112,24 @@ def test_registered_vit_odeified_for_train_py():
     assert model.pretrained_cfg['architecture'] == 'vit_odeified' and model._model_args['base'] == 'vit_tiny_patch16_224'
     with pytest.raises(TypeError):
         timm.create_model('vit_odeified', not_an_arg=1)
+
+
+def test_odevit_field_folds_layer_scale():
+    """deit3-style blocks scale attention and MLP outputs by LayerScale gammas: the field keeps them."""
+    vit = _vit('vit_tiny_patch16_224', init_values=0.5)
+    with torch.no_grad():
+        for block in vit.blocks:
+            block.ls1.gamma.uniform_(0.1, 2.)
+            block.ls2.gamma.uniform_(0.1, 2.)
+    field = odeify(vit, field='odevit', init='block:1').blocks.field
+    block = vit.blocks[1]
+    assert torch.allclose(field.attn.proj.weight, block.ls1.gamma[:, None] * block.attn.proj.weight)
+    assert torch.allclose(field.mlp.fc2.weight, block.ls2.gamma[:, None] * block.mlp.fc2.weight)
+    assert torch.equal(field.mlp.fc1.weight, block.mlp.fc1.weight)
+
+
+def test_odevit_field_refuses_blocks_of_another_layout():
+    vit = timm.create_model('vit_small_patch16_18x2_224', num_classes=10, depth=2, img_size=32, patch_size=4)
+    with pytest.raises(ValueError, match="field='odevit' rebuilds .* ParallelThingsBlock lacks .* field='state_subtracted'"):
+        odeify(vit, field='odevit')
+    assert odeify(vit, field='state_subtracted')(torch.randn(1, 3, 32, 32)).shape == (1, 10)

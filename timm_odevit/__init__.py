@@ -7,6 +7,9 @@ from .layers import (
 )
 from .models import BViT, ContinuousDepthViT, ODEViT, odeify
 
+from .hub import install_config_error_context
+
 ODEBlockStack = ContinuousDepthStack  # former name of odeify's stack
+install_config_error_context()
 
 __version__ = '0.1.0'

@@ -11,11 +11,13 @@ settings, pretrained_cfg with mean/std/input size/crop) and a ``README.md`` mode
 ``timm.create_model('hf-hub:ORG/NAME', pretrained=True)`` (after ``import timm_odevit``).
 """
 import argparse
+import functools
 import json
 import os
 import pathlib
 import shutil
 import sys
+import tempfile
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -23,6 +25,35 @@ import torch
 from .models._common import check_state_dict, upgrade_state_dict
 
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
+
+
+# ---- config.json errors of timm's local-dir: / hf-hub: loaders -------------------------------------
+def _config_error_context(loader, describe):
+    """``loader`` raising a ValueError that names the config file for a malformed config.json (timm
+    raises a bare JSONDecodeError / KeyError('architecture') without the path)."""
+    if getattr(loader, '_timm_odevit_wrapped', False):
+        return loader
+
+    @functools.wraps(loader)
+    def load(source, *args, **kwargs):
+        try:
+            return loader(source, *args, **kwargs)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(
+                f'{describe(source)} is not a valid timm config.json ({type(e).__name__}: {e}): it must be a JSON '
+                'object with "architecture" and "pretrained_cfg", as timm.models.save_for_hf / odevit-export '
+                'write it') from e
+    load._timm_odevit_wrapped = True
+    return load
+
+
+def install_config_error_context() -> None:
+    """Wrap timm's ``local-dir:`` / ``hf-hub:`` config loaders (done on ``import timm_odevit``)."""
+    from timm.models import _factory
+    _factory.load_model_config_from_path = _config_error_context(
+        _factory.load_model_config_from_path, lambda path: str(pathlib.Path(path) / 'config.json'))
+    _factory.load_model_config_from_hf = _config_error_context(
+        _factory.load_model_config_from_hf, lambda model_id: f'config.json of hf-hub:{model_id}')
 
 
 # ---- checkpoints --------------------------------------------------------------------------------
@@ -77,8 +108,18 @@ def _plain_args(args) -> Dict[str, Any]:
 def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_size: int = 250,
              workers: int = 2) -> Dict[str, float]:
     """Top-1/top-5 (%) on an ImageFolder split with the model's own preprocessing (timm data pipeline)."""
+    return evaluate_together({'model': model}, data_dir, split, batch_size, workers)['model']
+
+
+@torch.no_grad()
+def evaluate_together(models: Dict[str, torch.nn.Module], data_dir: str, split: str = 'test', batch_size: int = 250,
+                      workers: int = 2) -> Dict[str, Dict[str, float]]:
+    """:func:`evaluate` of several models that share one preprocessing, in one pass over the images."""
     from timm.data import create_dataset, create_loader, resolve_data_config
-    data_config = resolve_data_config(model=model)
+    configs = {name: resolve_data_config(model=m) for name, m in models.items()}
+    data_config = next(iter(configs.values()))
+    if any(c != data_config for c in configs.values()):
+        raise ValueError(f'the models preprocess differently ({configs}); evaluate them one at a time')
     dataset = create_dataset('', root=data_dir, split=split, is_training=False)
     if len(dataset) == 0:
         raise ValueError(f'no images in {data_dir}/{split}')
@@ -86,15 +127,16 @@ def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_s
                            interpolation=data_config['interpolation'], mean=data_config['mean'],
                            std=data_config['std'], crop_pct=data_config['crop_pct'], num_workers=workers,
                            use_prefetcher=False)
-    model.eval()
-    correct1 = correct5 = total = 0
+    counts = {name: [0, 0] for name in models}
+    total = 0
     for x, y in loader:
-        top5 = model(x).topk(5, dim=-1).indices
-        correct1 += (top5[:, 0] == y).sum().item()
-        correct5 += (top5 == y[:, None]).any(-1).sum().item()
+        for name, model in models.items():
+            top5 = model.eval()(x).topk(5, dim=-1).indices
+            counts[name][0] += (top5[:, 0] == y).sum().item()
+            counts[name][1] += (top5 == y[:, None]).any(-1).sum().item()
         total += y.numel()
-    return {'top1': 100. * correct1 / total, 'top5': 100. * correct5 / total, 'images': total,
-            'nfe': int(getattr(model, 'nfe', 0))}
+    return {name: {'top1': 100. * c1 / total, 'top5': 100. * c5 / total, 'images': total,
+                   'nfe': int(getattr(models[name], 'nfe', 0))} for name, (c1, c5) in counts.items()}
 
 
 # ---- export -------------------------------------------------------------------------------------
@@ -177,14 +219,23 @@ def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optio
     model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
     if repo_id:
         model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
-    out = pathlib.Path(out_dir)
-    save_for_hf(model, out, safe_serialization=True)  # model args: the model's own record (timm's)
-    metrics = evaluate(model, eval_dir, eval_split) if eval_dir else None
-    if metrics is None:
+    if not eval_dir:
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
-    name = repo_id.split('/')[-1] if repo_id else info['architecture']
-    (out / 'README.md').write_text(model_card(name, model, metrics, info, dataset, repo_id, train_command=train_command))
-    verify_folder(out)
+    out = pathlib.Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f'.{out.name}.partial-'))
+    try:  # written and verified in a staging folder: a failure leaves out_dir as it was
+        save_for_hf(model, staging, safe_serialization=True)  # model args: the model's own record (timm's)
+        metrics = evaluate(model, eval_dir, eval_split)
+        name = repo_id.split('/')[-1] if repo_id else info['architecture']
+        (staging / 'README.md').write_text(
+            model_card(name, model, metrics, info, dataset, repo_id, train_command=train_command))
+        verify_folder(staging)
+        out.mkdir(exist_ok=True)
+        for f in MODEL_FILES:
+            os.replace(staging / f, out / f)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return metrics
 
 
@@ -197,14 +248,18 @@ def verify_folder(folder) -> None:
     missing = [f for f in MODEL_FILES if not (folder / f).is_file()]
     if missing:
         raise ValueError(f'{folder} is not a complete model folder: missing {missing}')
-    config = json.loads((folder / 'config.json').read_text())
+    try:
+        config = json.loads((folder / 'config.json').read_text())
+        architecture = config['architecture']
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f'{folder / "config.json"} is not a valid timm config.json ({type(e).__name__}: {e})') from e
     try:
         state = upgrade_state_dict(load_file(str(folder / 'model.safetensors')))
     except Exception as e:  # safetensors raises its own error type for truncated / corrupt files
         raise ValueError(f'{folder / "model.safetensors"} is corrupt or truncated: {e}') from e
     kwargs = dict(config.get('model_args', {}))
     kwargs.setdefault('num_classes', config.get('num_classes'))
-    model = timm.create_model(config['architecture'], pretrained=False, **kwargs)
+    model = timm.create_model(architecture, pretrained=False, **kwargs)
     check_state_dict(model, state, source=str(folder / 'model.safetensors'))
 
 

@@ -131,11 +131,11 @@ def test_bad_arguments():
 
 
 @pytest.mark.parametrize('kwargs', [{}, {'regime': 'ode'}])
-def test_nan_dynamics_raise(kwargs):
+def test_nan_weights_raise_naming_them(kwargs):
     model = timm.create_model('bvit_tiny_cifar', **kwargs).eval()
     with torch.no_grad():
         model.block.mlp.fc2.bias.fill_(float('nan'))
-    with pytest.raises(FloatingPointError, match='non-finite'):
+    with pytest.raises(FloatingPointError, match=r"field's weights hold NaN/Inf \(block.mlp.fc2.bias\)"):
         model(torch.randn(1, 3, 32, 32))
 
 

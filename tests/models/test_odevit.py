@@ -124,11 +124,12 @@ def test_more_steps_converge_to_the_same_function(tiny):
     model = copy.deepcopy(tiny).double()
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
     outs = {}
-    for steps in (48, 96, 192):
+    for steps in (12, 24, 48):
         model.set_solver(method='rk4', steps=steps)
         outs[steps] = model.forward_features(x)
-    assert (outs[96] - outs[192]).abs().max() < (outs[48] - outs[192]).abs().max() + 1e-9
-    assert (outs[96] - outs[192]).abs().max() < 1e-3
+    err12, err24 = ((outs[s] - outs[48]).abs().max().item() for s in (12, 24))
+    assert err24 < err12 / 8  # halving h shrinks the error ~16x (4th order; measured 4.7e-5 -> 3.2e-6)
+    assert err24 < 1e-4
 
 
 # ---- timm API ---------------------------------------------------------------------------------

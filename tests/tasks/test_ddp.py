@@ -70,3 +70,42 @@ def _worker(rank, world, case, port):
 @pytest.mark.parametrize('case', ['odevit', 'bvit_ode_rk4', 'bvit_deep_supervision', 'trajectory'])
 def test_ddp_two_cpu_processes(case):
     mp.spawn(_worker, args=(2, case, _free_port()), nprocs=2, join=True)
+
+
+def _worker_nan_on_one_rank(rank, world, port, report):
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group('gloo', rank=rank, world_size=world)
+    task = _build('odevit')
+    task.prepare_distributed()
+    x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
+    if rank == 1:
+        x[0, 0, 0, 0] = float('nan')
+    task.train()
+    try:
+        task(x, y)['loss'].backward()  # rank 0 waits here in DDP's all-reduce for rank 1
+    except FloatingPointError as e:
+        with open(report, 'w') as f:
+            f.write(f'rank {rank}: {e}')
+        raise
+
+
+def test_a_non_finite_state_on_one_rank_ends_the_whole_job(tmp_path):
+    """The decision under DDP: the rank that meets a non-finite state raises (naming the cause) and the
+    launcher (mp.spawn here; torchrun's agent likewise) tears the other ranks down: nobody waits forever.
+    (Whichever rank the launcher reports first: rank 1's error, or rank 0's lost connection to it.)"""
+    import time
+    report = tmp_path / 'error.txt'
+    context = mp.spawn(_worker_nan_on_one_rank, args=(2, _free_port(), str(report)), nprocs=2, join=False)
+    deadline = time.time() + 120
+    with pytest.raises(mp.ProcessRaisedException):
+        while not context.join(timeout=5):
+            if time.time() > deadline:
+                for p in context.processes:
+                    p.kill()
+                pytest.fail('the other rank kept waiting after one rank raised')
+    for p in context.processes:
+        p.join(timeout=30)
+    assert not any(p.is_alive() for p in context.processes)
+    assert report.read_text().startswith('rank 1: the state entering the ODE already holds NaN/Inf')
+    assert 'the input images hold NaN/Inf' in report.read_text()

@@ -16,7 +16,7 @@ from timm.layers import DropBlock2d, DropPath, register_notrace_module
 from .recurrence import Recurrence, iterate
 from .solver import SolverConfig, solve
 
-__all__ = ['ContinuousDepthStack', 'DepthInterval', 'depth_stack', 'active_stochastic_modules']
+__all__ = ['ContinuousDepthStack', 'DepthInterval', 'depth_stack', 'active_stochastic_modules', 'explain_non_finite']
 
 
 def active_stochastic_modules(module: nn.Module) -> List[str]:
@@ -33,6 +33,42 @@ def _check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
     if attn_mask is not None or is_causal:
         raise ValueError('attention masks / causal attention are not supported by a continuous-depth stack: its '
                          'field attends over all tokens (call it without attn_mask / is_causal)')
+
+
+def _non_finite_parameters(module: Optional[nn.Module], skip: Optional[nn.Module] = None) -> List[str]:
+    if module is None:
+        return []
+    skipped = {id(p) for p in skip.parameters()} if skip is not None else set()
+    return [name for name, p in module.named_parameters()
+            if id(p) not in skipped and not p.is_meta and p.is_floating_point() and not bool(torch.isfinite(p).all())]
+
+
+def explain_non_finite(error: FloatingPointError, x0: torch.Tensor, field: nn.Module,
+                       model: Optional[nn.Module] = None) -> FloatingPointError:
+    """The error of a non-finite ODE state, naming its cause when it is not the dynamics: a state that
+    was already non-finite when it entered (input images / embedding), non-finite weights, float16
+    overflow. Runs only on the error path."""
+    def listed(names):
+        return ', '.join(names[:4]) + (f' (+{len(names) - 4} more)' if len(names) > 4 else '')
+    field_bad = _non_finite_parameters(field)
+    if field_bad:
+        return FloatingPointError(
+            f'the ODE field\'s weights hold NaN/Inf ({listed(field_bad)}), so the dynamics are not the cause: '
+            'the weights are corrupted, or training diverged before this step (lower the lr, clip gradients)')
+    if not bool(torch.isfinite(x0).all()):
+        other_bad = _non_finite_parameters(model, skip=field)
+        cause = (f'the model\'s weights hold NaN/Inf ({listed(other_bad)}): corrupted weights or diverged training'
+                 if other_bad else 'the input images hold NaN/Inf (check torch.isfinite(images).all())')
+        return FloatingPointError(
+            f'the state entering the ODE already holds NaN/Inf, so the dynamics are not the cause: {cause}')
+    device = x0.device.type
+    if x0.dtype == torch.float16 or (torch.is_autocast_enabled(device)
+                                     and torch.get_autocast_dtype(device) == torch.float16):
+        return FloatingPointError(
+            str(error).split(' The dynamics blew up')[0].rstrip('.') + ', in float16 (autocast or a half model), '
+            'where values above 65504 overflow: use bfloat16 (train.py --amp-dtype bfloat16) or float32. If float32 '
+            'fails too, the dynamics blew up: use more steps, a stabler solver or a smaller depth scale.')
+    return error
 
 
 class _Stats:
@@ -253,11 +289,17 @@ class ContinuousDepthStack(nn.Module):
         ((len(indices), B, N, D), field evaluations made)."""
         cfg = self.solver
         if self.is_recurrent:
-            states = iterate(self.field.block, x, cfg, indices, start, self.grad_checkpointing)
+            try:
+                states = iterate(self.field.block, x, cfg, indices, start, self.grad_checkpointing)
+            except FloatingPointError as e:
+                raise explain_non_finite(e, x, self.field, self.__dict__.get('_owner')) from None
             return states, indices[-1] - start
         self._check_deterministic_field()
         self._evals = 0
-        states = solve(self._rhs, x, cfg, indices, adjoint_params=tuple(self.field.parameters()), start=start)
+        try:
+            states = solve(self._rhs, x, cfg, indices, adjoint_params=tuple(self.field.parameters()), start=start)
+        except FloatingPointError as e:
+            raise explain_non_finite(e, x, self.field, self.__dict__.get('_owner')) from None
         exact = cfg.exact_evals(indices[-1] - start)
         return states, exact if exact is not None else self._evals
 

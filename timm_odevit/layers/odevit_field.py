@@ -1,5 +1,6 @@
 """The ODE-ViT vector field ψ: one shared parallel attention + MLP block."""
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -71,8 +72,9 @@ class ODEViTField(nn.Module):
     ):
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
-        if not depth_scale > 0:
-            raise ValueError(f'depth_scale must be > 0, got {depth_scale}')
+        if isinstance(depth_scale, bool) or not isinstance(depth_scale, numbers.Real) or not (
+                math.isfinite(depth_scale) and depth_scale > 0):
+            raise ValueError(f'depth_scale must be a finite number > 0, got {depth_scale!r}')
         self.depth_scale = float(depth_scale)
         self.time_embed = TimeEmbedding(dim, **dd) if time_conditioned else None
         self.norm_attn = _field_norm(norm, dim, **dd)

@@ -76,6 +76,12 @@ class SolverConfig:
     options: Dict[str, Any] = field(default_factory=dict)
     max_steps: int = MAX_STEPS
 
+    @classmethod
+    def from_model_args(cls, solver: str = 'euler', solver_options: Optional[Dict[str, Any]] = None,
+                        **kwargs) -> 'SolverConfig':
+        """The config from a model's keyword names (``solver`` → method, ``solver_options`` → options)."""
+        return cls(method=solver, options=dict(solver_options or {}), **kwargs)
+
     def __post_init__(self):
         if not isinstance(self.method, str) or self.method not in METHODS:
             raise ValueError(f'Unknown ODE solver {self.method!r}; choose one of {", ".join(METHODS)}')
@@ -156,7 +162,13 @@ class SolverConfig:
             if self.step_size is not None:
                 changes['steps'] = None  # recomputed from step_size (and the new t_end)
             elif 't_end' in changes and _is_real(changes['t_end']) and changes['t_end'] > 0:
-                changes['steps'] = max(1, round(changes['t_end'] / self.h))  # keep the step length
+                steps = changes['t_end'] / self.h  # keep the step length
+                if abs(steps - round(steps)) > 1e-6 * max(1., steps) or round(steps) < 1:
+                    raise ValueError(
+                        f't_end={changes["t_end"]:g} is not a whole number of steps of the current h={self.h:g} '
+                        f'({self.steps} steps over t_end={self.t_end:g}); give a multiple of h, or give steps / '
+                        'step_size with it')
+                changes['steps'] = round(steps)
         return dataclasses.replace(self, **changes)
 
     def truncated(self, steps: int) -> 'SolverConfig':

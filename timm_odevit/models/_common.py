@@ -1,7 +1,10 @@
 """What the model families share on top of timm's ``VisionTransformer``: the base class whose
 ``blocks`` is a :class:`ContinuousDepthStack`, input checks, checkpoint filtering, CIFAR cfgs."""
 import contextlib
+import math
+import numbers
 import re
+import traceback
 from typing import Dict, Optional, Tuple, Union
 
 import torch
@@ -91,6 +94,16 @@ def check_state_dict(model: torch.nn.Module, state: Dict[str, torch.Tensor], sou
     unexpected = sorted(k for k in set(state) - set(own) if not k.startswith(allow))
     shapes = [f'{k}: {tuple(state[k].shape)} vs model {tuple(own[k].shape)}' for k in sorted(set(own) & set(state))
               if state[k].shape != own[k].shape and not k.startswith(allow)]
+    wrong_type = [f'{k}: {state[k].dtype}' for k in sorted(set(own) & set(state))
+                  if own[k].is_floating_point() and not state[k].is_floating_point() and not k.startswith(allow)]
+    if wrong_type:
+        raise ValueError(f'{source}: integer tensors for floating-point parameters ({wrong_type[:4]}): '
+                         'not weights of this model, or a corrupted file')
+    non_finite = [k for k in sorted(set(own) & set(state)) if state[k].is_floating_point()
+                  and not state[k].is_meta and not bool(torch.isfinite(state[k]).all())]
+    if non_finite:
+        raise ValueError(f'{source}: NaN/Inf in {len(non_finite)} tensors ({non_finite[:4]}): the weights are '
+                         'corrupted, or were saved from a diverged training run')
     if missing or unexpected or shapes:
         raise ValueError(
             f'{source} does not match {type(model).__name__}: '
@@ -136,6 +149,7 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTrans
             f'cannot resample pos_embed {tuple(pos.shape)} to the model\'s {tuple(model.pos_embed.shape)}: the '
             'source patch grid is unknown and not square. Load through a saved config that records img_size '
             "(local-dir:, hf-hub:) or set model.pretrained_model_args = {'img_size': (H, W)} of the source") from e
+    out = _init_missing_stage_heads(out, model)
     # classifiers / first conv are adapted by timm after this filter (num_classes, in_chans)
     cfg = getattr(model, 'pretrained_cfg', None) or {}
     classifiers = cfg.get('classifier') or 'head'
@@ -143,6 +157,54 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTrans
     allow = tuple(f'{c}.' for c in classifiers) + ('stage_heads.', f"{cfg.get('first_conv') or 'patch_embed.proj'}.")
     check_state_dict(model, out, source='pretrained weights', allow=allow)
     return out
+
+
+def _init_missing_stage_heads(state: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str, torch.Tensor]:
+    """Separate stage heads (bViT deep supervision) that the weights lack start as copies of the
+    final head: fine-tuning released single-head weights with ``stage_heads='separate'``."""
+    heads = getattr(model, 'stage_heads', None)
+    if not heads or any(k.startswith('stage_heads.') for k in state):
+        return state
+    state = dict(state)
+    own = model.state_dict()
+    for i in range(len(heads)):
+        for name in ('weight', 'bias'):
+            key, src = f'stage_heads.{i}.{name}', state.get(f'head.{name}')
+            if key in own and src is not None and src.shape == own[key].shape:
+                state[key] = src.clone()
+    return state
+
+
+def _weights_source(variant: str, kwargs: dict) -> str:
+    from timm.models._builder import resolve_pretrained_cfg
+    try:
+        cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'),
+                                     pretrained_cfg_overlay=kwargs.get('pretrained_cfg_overlay')).to_dict()
+    except Exception:  # an unresolvable cfg: name the variant only
+        return variant
+    for key, fmt in (('state_dict', 'the given state_dict'), ('file', '{}'), ('url', '{}'), ('hf_hub_id', 'hf-hub:{}')):
+        if cfg.get(key):
+            return fmt.format(cfg[key])
+    return variant
+
+
+def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) -> nn.Module:
+    """timm's ``build_model_with_cfg`` with our checkpoint filter and getter features; an error while
+    reading pretrained weights (truncated or corrupt safetensors / pickle, unreadable file, weights of
+    another model) becomes a ValueError that names the weights' source and what to do."""
+    from timm.models import build_model_with_cfg
+    kwargs.setdefault('pretrained_filter_fn', checkpoint_filter_fn)
+    kwargs.setdefault('feature_cfg', dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter'))
+    try:
+        return build_model_with_cfg(cls, variant, pretrained, **kwargs)
+    except Exception as e:
+        frames = traceback.extract_tb(e.__traceback__)
+        if not pretrained or not any(frame.name == 'load_pretrained' for frame in frames):
+            raise
+        raise ValueError(
+            f'could not load the pretrained weights of {variant} from {_weights_source(variant, kwargs)}: '
+            f'{type(e).__name__}: {e}. Re-download or re-export the weights (odevit-export), or check that they '
+            'belong to this model (timm_odevit.hub.verify_folder tells what a folder lacks)') from e
 
 
 def apply_released_model_args(variant: str, pretrained: bool, kwargs: dict, released: Dict[str, dict]) -> dict:
@@ -159,6 +221,46 @@ def apply_released_model_args(variant: str, pretrained: bool, kwargs: dict, rele
         for k, v in released.get(f'{variant}.{cfg.tag}', {}).items():
             kwargs.setdefault(k, v)
     return kwargs
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_num_classes(num_classes) -> None:
+    if not _is_int(num_classes) or num_classes < 0:
+        raise ValueError(f'num_classes must be an integer >= 0 (0: no classifier, features only), got {num_classes!r}')
+
+
+def check_probability(name: str, value) -> None:
+    """A drop rate: a number in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+        raise ValueError(f'{name} is a probability in [0, 1), got {value!r}')
+
+
+def check_architecture_args(img_size, patch_size, in_chans, num_classes, embed_dim, num_heads, mlp_ratio,
+                            reg_tokens, **drop_rates) -> None:
+    """ValueError naming the argument for a ViT the arguments cannot describe (before torch fails deep inside)."""
+    img, patch = to_2tuple(img_size), to_2tuple(patch_size)
+    for name, value in (('img_size', img), ('patch_size', patch)):
+        if not all(_is_int(v) and v >= 1 for v in value):
+            raise ValueError(f'{name} must be positive integers, got {value!r}')
+    if img[0] % patch[0] or img[1] % patch[1]:
+        raise ValueError(f'img_size {img_size} is not divisible by patch_size {patch_size}')
+    for name, value in (('in_chans', in_chans), ('embed_dim', embed_dim), ('num_heads', num_heads)):
+        if not _is_int(value) or value < 1:
+            raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
+    if embed_dim % num_heads:
+        raise ValueError(f'embed_dim {embed_dim} is not divisible by num_heads {num_heads}')
+    if (isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, numbers.Real) or not math.isfinite(mlp_ratio)
+            or int(embed_dim * mlp_ratio) < 1):
+        raise ValueError(f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1 (the MLP\'s hidden '
+                         f'width), got {mlp_ratio!r}')
+    if not _is_int(reg_tokens) or reg_tokens < 0:
+        raise ValueError(f'reg_tokens must be an integer >= 0, got {reg_tokens!r}')
+    check_num_classes(num_classes)
+    for name, value in drop_rates.items():
+        check_probability(name, value)
 
 
 def _check_pool(global_pool: str, has_class_token: bool) -> None:
@@ -198,15 +300,16 @@ class ContinuousDepthViT(VisionTransformer):
             drop_rate: float,
             pos_drop_rate: float,
             patch_drop_rate: float,
+            field_drop_rates: Optional[Dict[str, float]] = None,
             device=None,
             dtype=None,
     ):
+        """``field_drop_rates``: the subclass's drop rates inside the field (name -> value), checked here."""
         _check_pool(global_pool, class_token)
-        if reg_tokens < 0:
-            raise ValueError(f'reg_tokens must be >= 0, got {reg_tokens}')
-        img, patch = to_2tuple(img_size), to_2tuple(patch_size)
-        if img[0] % patch[0] or img[1] % patch[1]:
-            raise ValueError(f'img_size {img_size} is not divisible by patch_size {patch_size}')
+        check_architecture_args(
+            img_size, patch_size, in_chans, num_classes, embed_dim, num_heads, mlp_ratio, reg_tokens,
+            drop_rate=drop_rate, pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate,
+            **(field_drop_rates or {}))
         super().__init__(
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
             global_pool=global_pool, embed_dim=embed_dim, depth=0, num_heads=num_heads, mlp_ratio=mlp_ratio,
@@ -278,10 +381,29 @@ class ContinuousDepthViT(VisionTransformer):
 
     def set_input_size(self, img_size: Optional[Tuple[int, int]] = None, patch_size=None) -> None:
         """timm's (position embedding resampled, new size recorded in the model args)."""
+        img = to_2tuple(img_size if img_size is not None else self.patch_embed.img_size)
+        patch = to_2tuple(patch_size if patch_size is not None else self.patch_embed.patch_size)
+        if not all(_is_int(v) and v >= 1 for v in img + patch) or img[0] % patch[0] or img[1] % patch[1]:
+            raise ValueError(f'img_size {img} must be positive integers divisible by the patch size {patch}')
         with _pos_embed_prefix(self):
             super().set_input_size(img_size=img_size, patch_size=patch_size)
 
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """timm's; with the solver's ``check_finite`` on, logits that overflowed from a finite but huge
+        final state raise FloatingPointError instead of coming back as NaN/Inf."""
+        out = super().forward_head(x, pre_logits=pre_logits)
+        if (not pre_logits and not isinstance(out, torch.fx.Proxy) and self.blocks.solver.check_finite
+                and not out.is_meta and not bool(torch.isfinite(out).all())):
+            weight = max((p.detach().abs().max().item() for p in self.head.parameters()), default=0.)
+            raise FloatingPointError(
+                f'the final state is finite (max |X| = {x.detach().abs().max().item():.3g}) but the logits are not: '
+                f'they overflowed in the head (max |head weight| = {weight:.3g}). A huge state means unstable '
+                'dynamics (use a smaller depth scale or more steps, or a lower lr); huge head weights mean corrupted '
+                'weights or diverged training')
+        return out
+
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+        check_num_classes(num_classes)
         if global_pool is not None:
             _check_pool(global_pool, self.has_class_token)
         super().reset_classifier(num_classes, global_pool)

@@ -22,6 +22,7 @@ Matched discrete baselines (timm ``VisionTransformer``) are registered beside ea
 ``*_flops_matched`` = T independent blocks of the same width (same FLOPs), ``*_params_matched``
 = 4 blocks at half the width (4·12·(D/2)² = 12·D² block parameters, the bViT's parameter memory).
 """
+import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -32,9 +33,12 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn as vit_filter_fn
 
 from ..layers import BlockField, Recurrence, SolverConfig
-from ._common import CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, checkpoint_filter_fn, cifar_cfg, embed_tokens
+from ._common import (
+    CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg,
+    embed_tokens,
+)
 
-__all__ = ['BViT']
+__all__ = ['BViT', 'checkpoint_filter_fn']
 
 REGIMES = ('recurrent', 'ode')
 STAGE_HEADS = ('shared', 'separate')
@@ -112,6 +116,9 @@ class BViT(ContinuousDepthViT):
             raise ValueError(f'Unknown regime {regime!r}; choose one of {REGIMES}')
         if stage_heads not in STAGE_HEADS:
             raise ValueError(f'Unknown stage_heads {stage_heads!r}; choose one of {STAGE_HEADS}')
+        if regime == 'recurrent' and field == 'naive':
+            raise ValueError("field='naive' applies to regime='ode'; the recurrent regime iterates z_k = B(z_(k-1)) "
+                             "(the state-subtracted field under Euler with h = 1)")
         if regime == 'recurrent' and (steps is not None or step_size is not None or solver != 'euler' or adjoint):
             raise ValueError("solver, steps, step_size and adjoint apply to regime='ode', not 'recurrent'")
         recurrence = Recurrence(iterations, check_finite=check_finite)  # validates iterations in both regimes
@@ -120,21 +127,23 @@ class BViT(ContinuousDepthViT):
             global_pool=global_pool, embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio,
             class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
             dynamic_img_size=dynamic_img_size, drop_rate=drop_rate, pos_drop_rate=pos_drop_rate,
-            patch_drop_rate=patch_drop_rate, **dd)
+            patch_drop_rate=patch_drop_rate, field_drop_rates=dict(
+                attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate), **dd)
         self.regime = regime
         block = Block(
             embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop_rate,
             attn_drop=attn_drop_rate, drop_path=drop_path_rate, **dd)
-        self._set_depth(BlockField(block, field), recurrence if regime == 'recurrent' else SolverConfig(
-            method=solver, steps=iterations if steps is None and step_size is None else steps, step_size=step_size,
-            t_end=float(iterations), rtol=rtol, atol=atol, adjoint=adjoint, check_finite=check_finite,
-            options=dict(solver_options or {})))
+        self._set_depth(BlockField(block, field), recurrence if regime == 'recurrent' else SolverConfig.from_model_args(
+            solver, solver_options, steps=iterations if steps is None and step_size is None else steps,
+            step_size=step_size, t_end=float(iterations), rtol=rtol, atol=atol, adjoint=adjoint,
+            check_finite=check_finite))
 
         self.stages = _check_stages(stages if stages is not None else (self.num_time_points,), self.num_time_points)
         weights = [1.] * len(self.stages) if stage_weights is None else [float(w) for w in stage_weights]
-        if len(weights) != len(self.stages) or any(w < 0 for w in weights) or sum(weights) <= 0:
-            raise ValueError(f'stage_weights must be {len(self.stages)} non-negative numbers with a positive sum, '
-                             f'got {stage_weights!r}')
+        if (len(weights) != len(self.stages) or not all(math.isfinite(w) and w >= 0 for w in weights)
+                or sum(weights) <= 0):
+            raise ValueError(f'stage_weights must be {len(self.stages)} finite non-negative numbers with a '
+                             f'positive sum, got {stage_weights!r}')
         self.stage_weights = tuple(w / sum(weights) for w in weights)
         self.stage_head_type = stage_heads
         self.stage_outputs = False  # set by DeepSupervisionTask: training forward returns all stages
@@ -234,13 +243,7 @@ default_cfgs = generate_default_cfgs({
 
 
 def _create_bvit(variant: str, pretrained: bool = False, **kwargs) -> BViT:
-    out_indices = kwargs.pop('out_indices', 3)
-    return build_model_with_cfg(
-        BViT, variant, pretrained,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
-        **kwargs,
-    )
+    return build_continuous_depth_model(BViT, variant, pretrained, **kwargs)
 
 
 def _create_baseline(variant: str, pretrained: bool = False, **kwargs) -> VisionTransformer:

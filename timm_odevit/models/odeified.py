@@ -24,12 +24,13 @@ from typing import Any, Dict, Optional, Union
 
 import torch
 from torch import nn
-from timm.models import build_model_with_cfg, create_model, generate_default_cfgs, register_model
+from timm.models import create_model, generate_default_cfgs, register_model
 from timm.models._builder import resolve_pretrained_cfg
+from timm.layers import LayerScale
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
 from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, spectral_init_
-from ._common import checkpoint_filter_fn
+from ._common import build_continuous_depth_model
 
 __all__ = ['odeify']
 _logger = logging.getLogger(__name__)
@@ -60,8 +61,29 @@ def _source_block(blocks: nn.Sequential, init: str) -> nn.Module:
     raise ValueError(f"Unknown init {init!r}; choose 'block:k', 'mean' or 'random'")
 
 
+def _get(module: nn.Module, path: str) -> Optional[nn.Module]:
+    for name in path.split('.'):
+        module = getattr(module, name, None)
+    return module
+
+
+def _layer_scale(block: nn.Module, name: str) -> Optional[torch.Tensor]:
+    """The gamma of a timm LayerScale ``block.<name>`` (deit3 and other ViTs with init_values), else None."""
+    scale = getattr(block, name, None)
+    return scale.gamma if isinstance(scale, LayerScale) else None
+
+
 @torch.no_grad()
 def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
+    """The ODE-ViT field from a timm ``Block``'s attention and MLP; LayerScale gammas are folded
+    into the output projections (γ ⊙ W x = (diag γ W) x)."""
+    layout = ('norm1', 'attn.qkv', 'attn.proj', 'mlp.fc1', 'mlp.fc2')
+    missing = [n for n in layout if not isinstance(_get(block, n), (nn.Linear, nn.LayerNorm))]
+    if missing:
+        raise ValueError(
+            f"field='odevit' rebuilds the ODE-ViT field from a timm Block (one attention with qkv/proj, one MLP with "
+            f"fc1/fc2, norm1); {type(block).__name__} lacks {missing}. Use field='state_subtracted', which wraps any "
+            'block as it is')
     dim = block.norm1.normalized_shape[0]
     w = block.attn.qkv.weight
     field = ODEViTField(dim, block.attn.num_heads, mlp_ratio=block.mlp.fc1.out_features / dim,
@@ -69,9 +91,11 @@ def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
     spectral_init_(field)
     if init != 'random':  # attention and MLP weights carry over; CenterNorm/bias-free parts cannot
         field.attn.qkv.weight.copy_(block.attn.qkv.weight)
-        field.attn.proj.weight.copy_(block.attn.proj.weight)
+        gamma1, gamma2 = _layer_scale(block, 'ls1'), _layer_scale(block, 'ls2')
+        proj, fc2 = block.attn.proj.weight, block.mlp.fc2.weight
+        field.attn.proj.weight.copy_(proj if gamma1 is None else gamma1[:, None] * proj)
         field.mlp.fc1.weight.copy_(block.mlp.fc1.weight)
-        field.mlp.fc2.weight.copy_(block.mlp.fc2.weight)
+        field.mlp.fc2.weight.copy_(fc2 if gamma2 is None else gamma2[:, None] * fc2)
     return field
 
 
@@ -192,12 +216,9 @@ def vit_odeified(
     solver_args = dict(method=solver, steps=steps, step_size=step_size, t_end=t_end, rtol=rtol, atol=atol,
                        adjoint=adjoint, check_finite=check_finite, options=dict(solver_options or {}))
     solver_args = {k: v for k, v in solver_args.items() if v is not None}
-    out_indices = kwargs.pop('out_indices', 3)
-    return build_model_with_cfg(
+    return build_continuous_depth_model(
         _build_odeified, 'vit_odeified', own_weights,
         pretrained_cfg=cfg,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
         base=base, field=field, init=init, solver=solver_args, base_pretrained=pretrained and not own_weights,
         base_cache_dir=kwargs.get('cache_dir'), **kwargs,
     )

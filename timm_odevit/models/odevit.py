@@ -19,14 +19,15 @@ from typing import Any, Dict, Optional, Tuple, Union
 from torch import nn
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import generate_default_cfgs, register_model
 
 from ..layers import ODEViTField, SolverConfig, spectral_init_
 from ._common import (
-    CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, apply_released_model_args, checkpoint_filter_fn, cifar_cfg,
+    CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, apply_released_model_args, build_continuous_depth_model, checkpoint_filter_fn,
+    cifar_cfg,
 )
 
-__all__ = ['ODEViT']
+__all__ = ['ODEViT', 'checkpoint_filter_fn']
 
 
 class ODEViT(ContinuousDepthViT):
@@ -107,14 +108,15 @@ class ODEViT(ContinuousDepthViT):
             global_pool=global_pool, embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio,
             class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
             dynamic_img_size=dynamic_img_size, drop_rate=drop_rate, pos_drop_rate=pos_drop_rate,
-            patch_drop_rate=patch_drop_rate, **dd)
+            patch_drop_rate=patch_drop_rate, field_drop_rates=dict(
+                attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate), **dd)
         field = ODEViTField(
             embed_dim, num_heads, mlp_ratio=mlp_ratio, depth_scale=depth_scale, attn_type=attn_type, bias=bias,
             norm=field_norm, attn_drop=attn_drop_rate, proj_drop=proj_drop_rate, drop_path=drop_path_rate,
             time_conditioned=time_conditioned, **dd)
-        self._set_depth(field, SolverConfig(
-            method=solver, steps=steps, step_size=step_size, t_end=t_end, rtol=rtol, atol=atol, adjoint=adjoint,
-            check_finite=check_finite, options=dict(solver_options or {})))
+        self._set_depth(field, SolverConfig.from_model_args(
+            solver, solver_options, steps=steps, step_size=step_size, t_end=t_end, rtol=rtol, atol=atol,
+            adjoint=adjoint, check_finite=check_finite))
         self.init_weights()
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
@@ -149,14 +151,8 @@ default_cfgs = generate_default_cfgs({
 
 
 def _create_odevit(variant: str, pretrained: bool = False, **kwargs) -> ODEViT:
-    out_indices = kwargs.pop('out_indices', 3)
     kwargs = apply_released_model_args(variant, pretrained, kwargs, RELEASED_MODEL_ARGS)
-    return build_model_with_cfg(
-        ODEViT, variant, pretrained,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
-        **kwargs,
-    )
+    return build_continuous_depth_model(ODEViT, variant, pretrained, **kwargs)
 
 
 @register_model

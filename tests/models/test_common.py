@@ -1,0 +1,208 @@
+"""Bad input to the models (models/_common.py): arguments, non-finite results and their causes, weights."""
+import json
+import math
+import pathlib
+import shutil
+
+import pytest
+import timm
+import torch
+from safetensors.torch import load_file, save_file
+from timm.models import save_for_hf
+
+import timm_odevit  # noqa: F401
+
+MODELS = ('odevit_tiny_cifar', 'bvit_tiny_cifar')
+X = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+
+
+# ---- construction arguments ----------------------------------------------------------------------
+@pytest.mark.parametrize('name', MODELS)
+@pytest.mark.parametrize('kwargs,words', [
+    ({'mlp_ratio': 0}, 'mlp_ratio'),
+    ({'mlp_ratio': math.inf}, 'mlp_ratio'),
+    ({'num_classes': -1}, 'num_classes must be an integer >= 0'),
+    ({'num_classes': 2.5}, 'num_classes must be an integer >= 0'),
+    ({'drop_path_rate': 1.5}, 'drop_path_rate is a probability in [0, 1)'),
+    ({'attn_drop_rate': -0.1}, 'attn_drop_rate is a probability'),
+    ({'drop_rate': 1.0}, 'drop_rate is a probability'),
+    ({'patch_size': 0}, 'patch_size must be positive integers'),
+    ({'patch_size': 5}, 'not divisible by patch_size'),
+    ({'img_size': 0}, 'img_size must be positive integers'),
+    ({'in_chans': 0}, 'in_chans must be an integer >= 1'),
+    ({'num_heads': 0}, 'num_heads must be an integer >= 1'),
+    ({'embed_dim': 250, 'num_heads': 4}, 'embed_dim 250 is not divisible by num_heads 4'),
+    ({'reg_tokens': -1}, 'reg_tokens must be an integer >= 0'),
+])
+def test_bad_architecture_arguments(name, kwargs, words):
+    with pytest.raises(ValueError, match=words.replace('[', r'\[').replace('(', r'\(').replace(')', r'\)')):
+        timm.create_model(name, **kwargs)
+
+
+@pytest.mark.parametrize('value', [math.inf, math.nan, 0, -1])
+def test_depth_scale_must_be_finite_and_positive(value):
+    with pytest.raises(ValueError, match='depth_scale must be a finite number > 0'):
+        timm.create_model('odevit_tiny_cifar', depth_scale=value)
+
+
+@pytest.mark.parametrize('name', MODELS)
+def test_reset_classifier_and_set_input_size_are_checked(name):
+    model = timm.create_model(name)
+    with pytest.raises(ValueError, match='num_classes must be an integer >= 0'):
+        model.reset_classifier(-1)
+    with pytest.raises(ValueError, match=r'divisible by the patch size \(4, 4\)'):
+        model.set_input_size(30)
+    model.reset_classifier(0)  # 0 = features only: allowed
+    assert model(torch.randn(1, 3, 32, 32)).shape == (1, model.num_features)
+
+
+def test_bvit_recurrent_regime_refuses_the_naive_field():
+    with pytest.raises(ValueError, match="field='naive' applies to regime='ode'"):
+        timm.create_model('bvit_tiny_cifar', regime='recurrent', field='naive')
+    timm.create_model('bvit_tiny_cifar', regime='recurrent', field='state_subtracted')  # the recurrence itself
+
+
+def test_bvit_set_iterations_keeps_the_step_length_or_refuses():
+    model = timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk4', iterations=8, steps=2)  # h = 4
+    with pytest.raises(ValueError, match='not a whole number of steps of the current h=4'):
+        model.set_iterations(10)
+    model.set_iterations(16)
+    assert (model.blocks.solver.steps, model.blocks.solver.h) == (4, 4.0)
+
+
+@pytest.mark.parametrize('weights', [(math.nan, 1.), (math.inf, 1.), (-1., 1.), (0., 0.)])
+def test_bvit_stage_weights_must_be_finite(weights):
+    with pytest.raises(ValueError, match='finite non-negative numbers with a positive sum'):
+        timm.create_model('bvit_tiny_cifar', stages=(6, 12), stage_weights=weights)
+
+
+# ---- non-finite results name their cause ------------------------------------------------------------
+@pytest.mark.parametrize('name', MODELS)
+def test_nan_input_is_blamed_on_the_input(name):
+    model = timm.create_model(name).eval()
+    with pytest.raises(FloatingPointError, match='the input images hold NaN/Inf') as err:
+        model(X * float('nan'))
+    assert 'dynamics are not the cause' in str(err.value)
+
+
+def test_non_finite_weights_are_named():
+    model = timm.create_model('odevit_tiny_cifar').eval()
+    with torch.no_grad():
+        model.blocks[0].field.mlp.fc1.weight[0, 0] = float('nan')
+    with pytest.raises(FloatingPointError, match=r"field's weights hold NaN/Inf \(mlp.fc1.weight\)"):
+        model(X)
+    model = timm.create_model('odevit_tiny_cifar').eval()
+    with torch.no_grad():
+        model.patch_embed.proj.weight[0, 0, 0, 0] = float('inf')
+    with pytest.raises(FloatingPointError, match=r"model's weights hold NaN/Inf \(patch_embed.proj.weight\)"):
+        model(X)
+
+
+def test_float16_overflow_is_named():
+    model = timm.create_model('odevit_tiny_cifar', depth_scale=100).eval()
+    with pytest.raises(FloatingPointError, match='in float16 .* use bfloat16'):
+        with torch.autocast('cpu', dtype=torch.float16):
+            model(X * 100)
+    assert torch.isfinite(model(X * 100)).all()  # float32 holds the same state
+
+
+def test_dynamics_blow_up_is_still_the_dynamics():
+    model = timm.create_model('odevit_tiny_cifar', depth_scale=1e30, steps=2).eval()
+    with pytest.raises(FloatingPointError, match='dynamics blew up'):
+        model(X)
+
+
+@pytest.mark.parametrize('name', MODELS)
+def test_logits_that_overflow_from_a_finite_state_raise(name):
+    model = timm.create_model(name).eval()
+    with torch.no_grad():
+        model.head.weight.fill_(3e38)  # finite, but its products overflow
+    with pytest.raises(FloatingPointError, match='the final state is finite .* but the logits are not'):
+        model(X)
+    if name.startswith('odevit'):  # the opt-out hands the logits back
+        model.set_solver(check_finite=False)
+        assert not torch.isfinite(model(X)).all()
+
+
+def test_stop_early_intermediates_are_checked():
+    model = timm.create_model('odevit_tiny_cifar', depth_scale=1e30, steps=4).eval()
+    with pytest.raises(FloatingPointError):
+        model.forward_intermediates(X, indices=1, stop_early=True, intermediates_only=True)
+
+
+# ---- weights -------------------------------------------------------------------------------------------
+@pytest.fixture(scope='module')
+def saved(tmp_path_factory):
+    folder = tmp_path_factory.mktemp('weights') / 'good'
+    save_for_hf(timm.create_model('odevit_tiny_cifar', steps=2), folder, safe_serialization=True)
+    return folder
+
+
+def _variant(saved, tmp_path, mutate_state=None, config_text=None):
+    folder = tmp_path / 'variant'
+    shutil.copytree(saved, folder)
+    if mutate_state:
+        state = load_file(folder / 'model.safetensors')
+        mutate_state(state)
+        save_file(state, folder / 'model.safetensors')
+    if config_text is not None:
+        (folder / 'config.json').write_text(config_text)
+    return folder
+
+
+def _nan_head(state):
+    state['head.weight'][0, 0] = float('nan')
+
+
+def _int_pos_embed(state):
+    state['pos_embed'] = state['pos_embed'].long()
+
+
+@pytest.mark.parametrize('mutate,words', [(_nan_head, r'NaN/Inf in 1 tensors \(\[.head.weight.\]\)'),
+                                          (_int_pos_embed, 'integer tensors for floating-point parameters')])
+def test_corrupted_weight_values_are_refused_on_load(saved, tmp_path, mutate, words):
+    folder = _variant(saved, tmp_path, mutate)
+    with pytest.raises(ValueError, match=words) as err:
+        timm.create_model(f'local-dir:{folder}', pretrained=True)
+    assert str(folder) in str(err.value)
+
+
+def test_truncated_weights_name_the_file_on_every_load_path(saved, tmp_path):
+    folder = _variant(saved, tmp_path)
+    weights = folder / 'model.safetensors'
+    weights.write_bytes(weights.read_bytes()[:1000])
+    for load in (lambda: timm.create_model(f'local-dir:{folder}', pretrained=True),
+                 lambda: timm.create_model('odevit_tiny_cifar', steps=2, pretrained=True,
+                                           pretrained_cfg_overlay=dict(file=str(weights)))):
+        with pytest.raises(ValueError, match='could not load the pretrained weights of odevit_tiny_cifar from') as err:
+            load()
+        assert str(folder) in str(err.value) and 'SafetensorError' in str(err.value)
+
+
+def test_a_checkpoint_of_something_else_names_the_file(tmp_path):
+    junk = tmp_path / 'junk.pth'
+    torch.save({'x': torch.ones(1)}, junk)
+    with pytest.raises(ValueError, match=f'from {junk}.*missing keys'):
+        timm.create_model('odevit_tiny_cifar', pretrained=True, pretrained_cfg_overlay=dict(file=str(junk)))
+
+
+@pytest.mark.parametrize('text,words', [('{bad', 'JSONDecodeError'), ('{"num_classes": 10}', "KeyError: 'architecture'")])
+def test_malformed_config_names_the_file(saved, tmp_path, text, words):
+    folder = _variant(saved, tmp_path, config_text=text)
+    with pytest.raises(ValueError, match='is not a valid timm config.json') as err:
+        timm.create_model(f'local-dir:{folder}', pretrained=True)
+    assert str(folder / 'config.json') in str(err.value) and words in str(err.value)
+
+
+def test_construction_errors_are_not_blamed_on_the_weights(saved):
+    with pytest.raises(ValueError, match='mlp_ratio') as err:
+        timm.create_model(f'local-dir:{saved}', pretrained=True, mlp_ratio=0)
+    assert 'pretrained weights' not in str(err.value)
+
+
+def test_released_bvit_fine_tunes_with_separate_stage_heads():
+    model = timm.create_model('bvit_tiny_cifar.c10', pretrained=True, stages=(6, 12), stage_heads='separate')
+    assert torch.equal(model.stage_heads[0].weight, model.head.weight)  # stage heads start as the final head
+    assert model.stage_heads[0].weight.data_ptr() != model.head.weight.data_ptr()
+    plain = timm.create_model('bvit_tiny_cifar.c10', pretrained=True).eval()
+    assert torch.allclose(model.eval()(X), plain(X))
