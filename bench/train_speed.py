@@ -1,0 +1,132 @@
+"""CPU training speed with timm's own train.py: images/s of a train step per setting.
+
+Each setting is one `python -m timm_odevit.train` run (timm's train.py with our models registered)
+on the same small ImageFolder subset, seed and recipe, for ``--steps`` optimiser steps of batch
+``--batch``; the speed is the median of train.py's logged per-update rates after ``--skip`` warm-up
+updates (compilation included there). The mean training loss of the last updates is reported
+beside it: same seed and data order, so a setting that changes the numerics (bf16, compile) shows
+up as a loss that departs from fp32's. Settings run one after the other (never two at once), and
+the table gives ratios to fp32 within one invocation.
+
+    ../.venv/bin/python train_speed.py                               # both tiny models, every setting
+    ../.venv/bin/python train_speed.py --models odevit_tiny_cifar --settings fp32 bf16
+
+Writes results/train_speed.json (rows accumulate per model × setting).
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _util import RESULTS, environment
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / 'shared' / 'data' / 'cifar10'
+
+# extra train.py arguments per setting; the base run is fp32, 1 loader worker (the release configs)
+SETTINGS = {
+    'fp32': [],
+    'bf16': ['--amp', '--amp-dtype', 'bfloat16'],
+    'channels_last': ['--channels-last'],
+    'workers0': ['--workers', '0'],
+    'workers2': ['--workers', '2'],
+    'compile': ['--torchcompile'],
+    'compile_bf16': ['--torchcompile', '--amp', '--amp-dtype', 'bfloat16'],
+}
+MODELS = {
+    'odevit_tiny_cifar': 'steps=6',  # the release recipe (6 Euler steps)
+    'bvit_tiny_cifar': None,
+}
+TRAIN_LINE = re.compile(r'Train: \d+ \[\s*(\d+)/\d+.*?Loss: ([\d.naninf]+) .*?Time: ([\d.]+)s,\s+([\d.]+)/s'
+                        r'.*?Data: ([\d.]+)')
+
+
+def make_subset(src: pathlib.Path, dst: pathlib.Path, train_per_class: int, val_per_class: int) -> None:
+    """Symlinked ImageFolder: the first ``train_per_class`` train and ``val_per_class`` test images per class."""
+    for split, out, n in (('train', 'train', train_per_class), ('test', 'val', val_per_class)):
+        for cls in sorted(p.name for p in (src / split).iterdir()):
+            (dst / out / cls).mkdir(parents=True, exist_ok=True)
+            for f in sorted((src / split / cls).iterdir())[:n]:
+                (dst / out / cls / f.name).symlink_to(f)
+
+
+def run(model: str, setting: str, data: pathlib.Path, args, out_dir: pathlib.Path) -> dict:
+    cmd = [sys.executable, '-m', 'timm_odevit.train', '--data-dir', str(data), '--train-split', 'train',
+           '--val-split', 'val', '--model', model, '--num-classes', '10', '--batch-size', str(args.batch),
+           '--validation-batch-size', '250', '--opt', 'adamw', '--lr', '1e-3', '--weight-decay', '0.05',
+           '--sched', 'cosine', '--epochs', '1', '--warmup-epochs', '0', '--train-batches-per-epoch',
+           str(args.steps), '--smoothing', '0.1', '--clip-grad', '1.0', '--hflip', '0.5', '--scale', '0.8', '1.0',
+           '--ratio', '1.0', '1.0', '--crop-pct', '1.0', '--workers', '1', '--log-interval', '1', '--seed', '42',
+           '--checkpoint-hist', '1', '--output', str(out_dir), '--experiment', f'{model}-{setting}']
+    if MODELS[model]:
+        cmd += ['--model-kwargs', MODELS[model]]
+    cmd += SETTINGS[setting]
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.time() - t0
+    log = proc.stdout + proc.stderr
+    if proc.returncode:
+        return {'model': model, 'setting': setting, 'error': log[-1500:], 'wall_s': round(wall, 1)}
+    updates = [(int(m[1]), float(m[2]), float(m[4]), float(m[5])) for m in TRAIN_LINE.finditer(log)]
+    timed = [u for u in updates if u[0] >= args.skip]
+    top1 = re.findall(r'\*\*\* Best metric: ([\d.]+)|Acc@1: ([\d.]+) \(\s*([\d.]+)\)', log)
+    last = [u[1] for u in updates[-10:]]
+    return {
+        'model': model, 'setting': setting, 'extra_args': ' '.join(SETTINGS[setting]),
+        'images_per_s': round(statistics.median(u[2] for u in timed), 2),
+        'data_s_per_update': round(statistics.median(u[3] for u in timed), 4),
+        'mean_loss_last10': round(sum(last) / len(last), 4),
+        'val_top1': float(top1[-1][2]) if top1 and top1[-1][2] else None,
+        'updates_timed': len(timed), 'wall_s': round(wall, 1),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--data', default=str(DATA))
+    p.add_argument('--models', nargs='+', default=list(MODELS), choices=list(MODELS))
+    p.add_argument('--settings', nargs='+', default=list(SETTINGS), choices=list(SETTINGS))
+    p.add_argument('--steps', type=int, default=30, help='optimiser steps per run')
+    p.add_argument('--skip', type=int, default=8, help='warm-up updates left out of the median (compile included)')
+    p.add_argument('--batch', type=int, default=128)
+    p.add_argument('--train-per-class', type=int, default=500)
+    p.add_argument('--val-per-class', type=int, default=50)
+    args = p.parse_args()
+    if args.steps <= args.skip + 2:
+        p.error('--steps must exceed --skip by at least 3')
+    out = RESULTS / 'train_speed.json'
+    previous = json.loads(out.read_text())['rows'] if out.exists() else []
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        make_subset(pathlib.Path(args.data), tmp / 'data', args.train_per_class, args.val_per_class)
+        for model in args.models:
+            for setting in args.settings:
+                row = run(model, setting, tmp / 'data', args, tmp / 'out')
+                rows.append(row)
+                print(json.dumps(row)[:400], flush=True)
+    done = {(r['model'], r['setting']) for r in rows}
+    rows = [r for r in previous if (r['model'], r['setting']) not in done] + rows
+    budget = (f'timm train.py, batch {args.batch}, {args.steps} AdamW steps, median of per-update rates after '
+              f'{args.skip}; {10 * args.train_per_class} train images (first per class) as PNG ImageFolder')
+    out.write_text(json.dumps({'environment': environment(), 'budget': budget, 'rows': rows}, indent=1))
+    print('\n| model | setting | images/s | × fp32 | data s/update | loss (last 10) | wall s |')
+    print('|---|---|---|---|---|---|---|')
+    for r in rows:
+        base = next((b for b in rows if b['model'] == r['model'] and b['setting'] == 'fp32' and 'error' not in b), None)
+        if 'error' in r:
+            print(f"| {r['model']} | {r['setting']} | failed | | | | {r['wall_s']} |")
+            continue
+        ratio = f"{r['images_per_s'] / base['images_per_s']:.2f}" if base else ''
+        print(f"| {r['model']} | {r['setting']} | {r['images_per_s']} | {ratio} | {r['data_s_per_update']} | "
+              f"{r['mean_loss_last10']} | {r['wall_s']} |")
+
+
+if __name__ == '__main__':
+    main()
