@@ -73,16 +73,17 @@ def run(model: str, setting: str, data: pathlib.Path, args, out_dir: pathlib.Pat
     log = proc.stdout + proc.stderr
     if proc.returncode:
         return {'model': model, 'setting': setting, 'error': log[-1500:], 'wall_s': round(wall, 1)}
-    updates = [(int(m[1]), float(m[2]), float(m[4]), float(m[5])) for m in TRAIN_LINE.finditer(log)]
+    updates = sorted({int(m[1]): (int(m[1]), float(m[2]), float(m[4]), float(m[5]))
+                      for m in TRAIN_LINE.finditer(log)}.values())  # one entry per update
     timed = [u for u in updates if u[0] >= args.skip]
-    top1 = re.findall(r'\*\*\* Best metric: ([\d.]+)|Acc@1: ([\d.]+) \(\s*([\d.]+)\)', log)
+    top1 = re.findall(r'Acc@1:\s+([\d.]+)\s+\(\s*([\d.]+)\)', log)
     last = [u[1] for u in updates[-10:]]
     return {
         'model': model, 'setting': setting, 'extra_args': ' '.join(SETTINGS[setting]),
         'images_per_s': round(statistics.median(u[2] for u in timed), 2),
         'data_s_per_update': round(statistics.median(u[3] for u in timed), 4),
         'mean_loss_last10': round(sum(last) / len(last), 4),
-        'val_top1': float(top1[-1][2]) if top1 and top1[-1][2] else None,
+        'val_top1': float(top1[-1][1]) if top1 else None,
         'updates_timed': len(timed), 'wall_s': round(wall, 1),
     }
 
