@@ -2,8 +2,10 @@
 
 Each setting is one `python -m timm_odevit.train` run (timm's train.py with our models registered)
 on the same small ImageFolder subset (``--train-per-class`` images per class: one epoch of
-10·n/batch updates, last partial batch dropped), seed and recipe, batch ``--batch``; the speed is the median of train.py's logged per-update rates after ``--skip`` warm-up
-updates (compilation included there). The mean training loss of the last updates is reported
+10·n/batch updates, last partial batch dropped), seed and recipe, batch ``--batch``; the speed is
+the median of train.py's logged per-update rates after ``--skip`` warm-up updates (compilation
+included there); a run still going after ``--timeout`` s is stopped and measured on the updates
+logged until then. The mean training loss of the last updates is reported
 beside it: same seed and data order, so a setting that changes the numerics (bf16, compile) shows
 up as a loss that departs from fp32's. Settings run one after the other (never two at once), and
 the table gives ratios to fp32 within one invocation.
@@ -15,7 +17,6 @@ Writes results/train_speed.json (rows accumulate per model × setting).
 """
 import argparse
 import json
-import os
 import pathlib
 import re
 import statistics
@@ -61,7 +62,8 @@ def run(model: str, setting: str, data: pathlib.Path, args, out_dir: pathlib.Pat
            '--val-split', 'val', '--model', model, '--num-classes', '10', '--batch-size', str(args.batch),
            '--validation-batch-size', '250', '--opt', 'adamw', '--lr', '1e-3', '--weight-decay', '0.05',
            '--sched', 'cosine', '--epochs', '1', '--warmup-epochs', '0', '--smoothing', '0.1', '--clip-grad', '1.0',
-           '--hflip', '0.5', '--scale', '0.8', '1.0', '--ratio', '1.0', '1.0', '--crop-pct', '1.0', '--workers', '1', '--log-interval', '1', '--seed', '42',
+           '--hflip', '0.5', '--scale', '0.8', '1.0', '--ratio', '1.0', '1.0', '--crop-pct', '1.0', '--workers', '1',
+           '--log-interval', '1', '--seed', '42',
            '--checkpoint-hist', '1', '--output', str(out_dir), '--experiment', f'{model}-{setting}']
     if MODELS[model]:
         cmd += ['--model-kwargs', MODELS[model]]
@@ -86,8 +88,11 @@ def run(model: str, setting: str, data: pathlib.Path, args, out_dir: pathlib.Pat
         row['stopped_after_s'] = args.timeout
     elif returncode:
         return dict(row, error=log[-1500:])
-    if len(timed) < 3:  # not even the warm-up done: an upper bound only
-        return dict(row, images_per_s_below=round(args.batch * max(len(updates), 1) / wall, 2),
+    if len(timed) < 3 and len(updates) >= 2:  # too slow to pass the warm-up: every update after the first
+        timed = updates[1:]
+        row['timed_after_update'] = 1
+    if len(timed) < 1:  # not one update after the first: a bound only
+        return dict(row, images_per_s_below=round(args.batch * (len(updates) + 1) / wall, 2),
                     updates=len(updates))
     top1 = re.findall(r'Acc@1:\s+([\d.]+)\s+\(\s*([\d.]+)\)', log)
     last = [u[1] for u in updates[-10:]]
