@@ -3,6 +3,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import shutil
 
 import pytest
@@ -37,6 +38,10 @@ def exported(tmp_path_factory, eval_dir):
     args = argparse.Namespace(model='odevit_tiny_cifar', model_kwargs={'solver': 'rk4', 'steps': 3}, epochs=1, lr=1e-3)
     torch.save({'arch': 'odevit_tiny_cifar', 'args': args, 'epoch': 0, 'state_dict': model.state_dict()},
                tmp / 'last.pth.tar')
+    (tmp / 'summary.csv').write_text('epoch,train_loss,eval_loss,eval_top1,eval_top5,lr\n'
+                                     '0,2.2,2.1,21.5,70.0,0.001\n1,2.0,1.9,30.25,80.0,0.0005\n')
+    (tmp / 'train_time.json').write_text(json.dumps({'epochs': {'0': 1800.0, '1': 1800.0}, 'seconds': 3600.0,
+                                                     'hardware': 'Test CPU, 2 CPU cores, 2 threads'}))
     folder = tmp / 'odevit_tiny_cifar.test'
     metrics = hub.export(str(tmp / 'last.pth.tar'), str(folder), eval_dir=str(eval_dir),
                          repo_id='timm-odevit/odevit_tiny_cifar.test')
@@ -196,3 +201,35 @@ def test_verify_folder_refuses_bad_values_and_bad_config(exported, tmp_path):
     (folder / 'config.json').write_text('[1, 2]')
     with pytest.raises(ValueError, match=r'config.json is not a valid timm config.json \(TypeError'):
         hub.verify_folder(folder)
+
+
+def test_card_carries_details_labels_curve_and_citation(exported):
+    folder, model, metrics = exported
+    config = json.loads((folder / 'config.json').read_text())
+    assert config['label_names'] == ['airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship',
+                                     'truck']
+    assert timm.create_model(f'local-dir:{folder}', pretrained=True).pretrained_cfg['label_names'][3] == 'cat'
+    card = (folder / 'README.md').read_text()
+    assert 'pipeline_tag: image-classification' in card and 'license: apache-2.0' in card
+    for row in ('| parameters |', '| GMACs |', '| image size | 32 × 32 |', '| depth | rk4, 3 steps',
+                '| training hardware | Test CPU, 2 CPU cores, 2 threads |', '| training wall time | 1.0 h (2 epochs',
+                '| epochs | 1 |'):
+        assert row in card, row
+    assert '![validation top-1 per epoch](learning_curve.png)' in card
+    from PIL import Image
+    with Image.open(folder / 'learning_curve.png') as img:
+        assert img.size[0] > 300
+    assert '@misc{boned2025odevit' in card and 'eprint = {2511.16501}' in card
+
+
+def test_every_code_block_of_the_card_runs_as_written(exported, capsys):
+    folder, _, _ = exported
+    hub.install_in_hf_cache(folder, 'timm-odevit/odevit_tiny_cifar.test')
+    blocks = re.findall(r'```python\n(.*?)```', (folder / 'README.md').read_text(), re.S)
+    assert len(blocks) == 2
+    for code in blocks:
+        exec(compile(code, 'README.md', 'exec'), {})
+    out = capsys.readouterr().out
+    top5 = re.search(r"\[\('(\w+)', ", out)
+    assert top5 and top5.group(1) in json.loads((folder / 'config.json').read_text())['label_names']
+    assert 'torch.Size([1, 256])' in out  # the embedding

@@ -53,3 +53,11 @@ def test_model_card_accuracies_are_reproduced():
     measured = hub.evaluate_together(models, str(CIFAR), 'test')
     for name, top1 in cards.items():
         assert measured[name]['images'] == 10000 and f"{measured[name]['top1']:.2f}" == f'{top1:.2f}', name
+
+
+@pytest.mark.parametrize('folder', RELEASES, ids=lambda p: p.name)
+def test_every_code_block_of_the_card_runs_as_written(folder):
+    blocks = re.findall(r'```python\n(.*?)```', (folder / 'README.md').read_text(), re.S)
+    assert blocks
+    for code in blocks:  # hf-hub: loads come from the session's offline cache (conftest)
+        exec(compile(code, f'{folder.name}/README.md', 'exec'), {})

@@ -141,6 +141,17 @@ def test_e2e_trajectory_distillation(small_imagefolder, tmp_path):
     assert 'TrajectoryDistillationTask' in log and 'calibrated arclength mapping' in log
 
 
+@needs_train_py
+def test_e2e_vit_odeified(small_imagefolder, tmp_path):
+    """Plug & play from train.py: a timm ViT odeified by model kwargs, trained, checkpointed."""
+    _train(['--model', 'vit_odeified', '--model-kwargs', 'base=vit_tiny_patch16_224', 'depth=3', 'img_size=32',
+            'patch_size=4', 'field=odevit', '--data-dir', str(small_imagefolder), '--train-split', 'train',
+            '--val-split', 'test', '--num-classes', '10'], tmp_path)
+    state = torch.load(tmp_path / 'e2e' / 'last.pth.tar', map_location='cpu', weights_only=False)
+    assert any(k.startswith('blocks.0.field.') for k in state['state_dict'])
+    assert state['args'].model_kwargs['base'] == 'vit_tiny_patch16_224'
+
+
 # ---- --config keys -----------------------------------------------------------------------------
 @pytest.fixture(scope='module')
 def train_parser():
@@ -206,6 +217,9 @@ def test_e2e_resume_after_kill_keeps_steps_and_summary(small_imagefolder, tmp_pa
     steps_per_epoch = 120 // 24  # 12 images per class, drop_last
     assert {int(s['step']) for s in state['optimizer']['state'].values()} == {3 * steps_per_epoch}
     assert state['epoch'] == 2
+    timing = json.loads((out / 'train_time.json').read_text())  # wall time summed across the two runs
+    assert sorted(timing['epochs']) == ['0', '1', '2'] and timing['seconds'] == pytest.approx(
+        sum(timing['epochs'].values())) and 'CPU cores' in timing['hardware']
 
 @pytest.mark.parametrize('typo, hint', [('model-kwargs', 'model_kwargs'), ('model_kwargz', 'model_kwargs'),
                                         ('kd_maping', 'kd_mapping'), ('lr_sched', None)])

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from .model_card import LEARNING_CURVE, model_card, plot_learning_curve, read_summary
 from .models._common import check_state_dict, upgrade_state_dict
 
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
@@ -140,81 +141,12 @@ def evaluate_together(models: Dict[str, torch.nn.Module], data_dir: str, split: 
 
 
 # ---- export -------------------------------------------------------------------------------------
-def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, Any],
-               dataset: str = 'cifar10', repo_id: Optional[str] = None, license: str = 'apache-2.0',
-               train_command: Optional[str] = None) -> str:
-    """README.md with YAML front matter (library_name: timm, model-index with the measured metrics)."""
-    solver = getattr(model, 'solver', None)
-    params = sum(p.numel() for p in model.parameters())
-    depth = (f'{solver.method}, {solver.steps} steps (t_end {solver.t_end:g})' if solver is not None
-             else f'{getattr(model, "iterations", "?")} recurrent iterations')
-    load = f"hf-hub:{repo_id}" if repo_id else 'local-dir:PATH'
-    front = f'''---
-tags:
-- image-classification
-- timm
-- timm_odevit
-- continuous-depth
-library_name: timm
-license: {license}
-datasets:
-- {dataset}
-metrics:
-- accuracy
-model-index:
-- name: {name}
-  results:
-  - task:
-      type: image-classification
-      name: Image Classification
-    dataset:
-      name: {dataset.upper().replace('CIFAR', 'CIFAR-')}
-      type: {dataset}
-      split: test
-    metrics:
-    - type: accuracy
-      name: Top-1 accuracy
-      value: {metrics['top1']:.2f}
-    - type: accuracy
-      name: Top-5 accuracy
-      value: {metrics['top5']:.2f}
----
-'''
-    args = info.get('train_args', {})
-    recipe = ', '.join(f'{k}={args[k]}' for k in ('epochs', 'batch_size', 'opt', 'lr', 'weight_decay', 'sched',
-                                                   'smoothing', 'clip_grad', 'data_dir', 'train_split', 'val_split')
-                       if k in args)
-    body = f'''
-# {name}
-
-A timm_odevit model (`import timm_odevit` registers it with timm): `{info['architecture']}`
-({type(model).__name__}) trained on {dataset}.
-
-| | |
-|---|---|
-| parameters | {params:,} |
-| depth | {depth} |
-| field evaluations per image (NFE) | {metrics.get('nfe', '?')} |
-| model args | `{json.dumps(info.get('model_kwargs', {}))}` |
-| top-1 / top-5 ({metrics['images']:,} test images, measured on these weights) | {metrics['top1']:.2f} / {metrics['top5']:.2f} |
-| checkpoint | epoch {info.get('epoch')}, {'EMA' if info.get('ema') else 'raw'} weights |
-
-Training: {train_command or 'timm train.py via `python -m timm_odevit.train`'}
-({recipe}).
-
-```python
-import timm, timm_odevit
-model = timm.create_model('{load}', pretrained=True)
-model.set_solver(method='rk4', steps=12)   # solver settings are not weights: change them freely
-```
-'''
-    return front + body
-
-
 def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optional[str] = None,
            eval_split: str = 'test', repo_id: Optional[str] = None, dataset: str = 'cifar10',
            train_command: Optional[str] = None, model_kwargs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """train.py checkpoint -> Hub folder (model.safetensors, config.json, README.md). Returns the metrics."""
+    """train.py checkpoint -> Hub folder (model.safetensors, config.json with the classes' label_names, README.md
+    model card; learning_curve.png from the run's summary.csv, training time from its train_time.json).
+    Returns the metrics."""
     from timm.models import save_for_hf
     model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
     if repo_id:
@@ -224,15 +156,27 @@ def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optio
     out = pathlib.Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f'.{out.name}.partial-'))
+    classes = sorted(p.name for p in (pathlib.Path(eval_dir) / eval_split).iterdir() if p.is_dir())
+    model_config = {'label_names': classes} if len(classes) == model.num_classes else {}
+    run_dir = pathlib.Path(checkpoint).parent
+    if (run_dir / 'train_time.json').is_file():
+        info['train_time'] = json.loads((run_dir / 'train_time.json').read_text())
     try:  # written and verified in a staging folder: a failure leaves out_dir as it was
-        save_for_hf(model, staging, safe_serialization=True)  # model args: the model's own record (timm's)
+        # model args: the model's own record (timm's); label names: the ImageFolder's classes, in its order
+        save_for_hf(model, staging, model_config=model_config, safe_serialization=True)
         metrics = evaluate(model, eval_dir, eval_split)
         name = repo_id.split('/')[-1] if repo_id else info['architecture']
-        (staging / 'README.md').write_text(
-            model_card(name, model, metrics, info, dataset, repo_id, train_command=train_command))
+        files = list(MODEL_FILES)
+        if (run_dir / 'summary.csv').is_file():
+            plot_learning_curve(read_summary(run_dir / 'summary.csv'), staging / LEARNING_CURVE,
+                                f'{name}: validation top-1 per epoch')
+            files.append(LEARNING_CURVE)
+        (staging / 'README.md').write_text(model_card(
+            name, model, metrics, info, dataset, repo_id, train_command=train_command,
+            learning_curve=LEARNING_CURVE in files))
         verify_folder(staging)
         out.mkdir(exist_ok=True)
-        for f in MODEL_FILES:
+        for f in files:
             os.replace(staging / f, out / f)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -16,9 +16,12 @@ imports the listed modules at start, which registers the models).
 import argparse
 import difflib
 import importlib.util
+import json
 import os
 import pathlib
+import platform
 import sys
+import time
 import types
 import urllib.request
 from typing import List, Optional
@@ -152,6 +155,37 @@ def _install_tasks(module) -> None:
     module.FeatureDistillationTask = feature_task
 
 
+_CLOCK = {'last': time.time()}
+
+
+def hardware() -> str:
+    """The machine in words: CPU model and threads, or the GPU."""
+    import torch
+    if torch.cuda.is_available():
+        return f'{torch.cuda.device_count()}x {torch.cuda.get_device_name()}'
+    name = platform.processor() or platform.machine()
+    try:
+        with open('/proc/cpuinfo') as f:
+            name = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
+    except (OSError, StopIteration):
+        pass
+    return f'{name}, {os.cpu_count()} CPU cores, {torch.get_num_threads()} threads'
+
+
+def record_train_time(output_dir: pathlib.Path, epoch: int) -> None:
+    """Add the wall time since the previous epoch's end (or the process start) to
+    ``train_time.json`` in the run's folder: the total across ``--resume`` runs, per epoch.
+    (Time spent in an epoch that a kill interrupted is not counted.)"""
+    now = time.time()
+    path = output_dir / 'train_time.json'
+    record = json.loads(path.read_text()) if path.is_file() else {'epochs': {}}
+    record['epochs'][str(epoch)] = round(now - _CLOCK['last'], 1)
+    record['seconds'] = round(sum(record['epochs'].values()), 1)
+    record['hardware'] = hardware()
+    path.write_text(json.dumps(record, indent=1))
+    _CLOCK['last'] = now
+
+
 def _continuous_summary(module) -> None:
     """Keep ``summary.csv`` one table across ``--resume``: train.py writes a header whenever its
     best metric is unset (so again after a resume), and a run killed between writing an epoch's row
@@ -174,6 +208,7 @@ def _continuous_summary(module) -> None:
                     writer.writeheader()
                     writer.writerows(kept)
         update_summary(epoch, train_metrics, eval_metrics, filename, lr=lr, write_header=None, log_wandb=log_wandb)
+        record_train_time(path.parent, epoch)
 
     module.utils = types.SimpleNamespace(**{**vars(utils), 'update_summary': continuous_update_summary})
 

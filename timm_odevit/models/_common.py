@@ -16,6 +16,7 @@ from ..layers import ContinuousDepthStack, SolverConfig
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+CIFAR10_LABELS = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck')
 CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
 GLOBAL_POOL_TYPES = ('', 'token', 'avg', 'max', 'avgmax', 'map', 'prr')

@@ -34,8 +34,8 @@ from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_
 
 from ..layers import BlockField, Recurrence, SolverConfig
 from ._common import (
-    CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg,
-    embed_tokens,
+    CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, build_continuous_depth_model,
+    checkpoint_filter_fn, cifar_cfg, embed_tokens,
 )
 
 __all__ = ['BViT', 'checkpoint_filter_fn']
@@ -230,7 +230,7 @@ _in1k = dict(num_classes=1000, input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_M
 
 # Released weights (release/<name>.<tag>/): trained with the default regime (recurrent, T = 12).
 default_cfgs = generate_default_cfgs({
-    'bvit_tiny_cifar.c10': _cfg(hf_hub_id='timm-odevit/bvit_tiny_cifar.c10'),
+    'bvit_tiny_cifar.c10': _cfg(hf_hub_id='timm-odevit/bvit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
     'bvit_small_cifar': _cfg(**_c100),
     'bvit_base_patch16_224': _cfg(**_in1k),
     'vit_tiny_cifar_flops_matched': _cfg(),

@@ -23,8 +23,8 @@ from timm.models import generate_default_cfgs, register_model
 
 from ..layers import ODEViTField, SolverConfig, spectral_init_
 from ._common import (
-    CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, apply_released_model_args, build_continuous_depth_model, checkpoint_filter_fn,
-    cifar_cfg,
+    CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, apply_released_model_args,
+    build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg,
 )
 
 __all__ = ['ODEViT', 'checkpoint_filter_fn']
@@ -141,7 +141,7 @@ def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
 RELEASED_MODEL_ARGS = {'odevit_tiny_cifar.c10': dict(steps=6, final_norm=True)}
 
 default_cfgs = generate_default_cfgs({
-    'odevit_tiny_cifar.c10': _cfg(hf_hub_id='timm-odevit/odevit_tiny_cifar.c10'),
+    'odevit_tiny_cifar.c10': _cfg(hf_hub_id='timm-odevit/odevit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
     'odevit_small_cifar': _cfg(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD),
     'odevit_small_patch16_224': _cfg(
         input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD),

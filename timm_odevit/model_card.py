@@ -1,0 +1,219 @@
+"""Model cards of exported weights: README.md as timm's own Hub cards write it, plus what is ours.
+
+YAML front matter (library_name timm, pipeline_tag, license, datasets, model-index with the
+measured top-1/top-5), a model-details table (params, GMACs, image size, solver, training hardware,
+wall time, epochs), an install line, usage code for classification, features and embeddings that
+runs as written, the learning curve (validation top-1 per epoch, from train.py's summary.csv) and
+the papers' BibTeX.
+"""
+import csv
+import json
+import pathlib
+from typing import Any, Dict, List, Optional
+
+import torch
+
+LEARNING_CURVE = 'learning_curve.png'
+
+CITATIONS = {
+    'arXiv:2511.16501': '''@misc{boned2025odevit,
+  title  = {ODE-ViT: Plug \\& Play Attention Layer from the Generalization of the ViT as an Ordinary
+            Differential Equation},
+  author = {Boned, Carlos and Romero, David and Ramos, Oriol},
+  year   = {2025},
+  eprint = {2511.16501},
+  archivePrefix = {arXiv},
+}''',
+    'arXiv:2608.04879': '''@misc{recurrent_vit_crossroads2026,
+  title  = {Training Crossroads for Recurrent Vision Transformers},
+  year   = {2026},
+  eprint = {2608.04879},
+  archivePrefix = {arXiv},
+}''',
+}
+
+
+def gmacs(model: torch.nn.Module) -> float:
+    """Multiply-accumulates (10⁹) of one forward of one image at the model's input size."""
+    from torch.utils.flop_counter import FlopCounterMode
+    size = model.pretrained_cfg.get('input_size', (3, 32, 32))
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model.eval()(torch.zeros(1, *size))
+    return counter.get_total_flops() / 2e9
+
+
+def read_summary(path: pathlib.Path) -> List[Dict[str, float]]:
+    """train.py's summary.csv as rows of floats (epoch, eval_top1, ...)."""
+    with open(path, newline='') as f:
+        return [{k: float(v) for k, v in row.items() if v not in ('', None)} for row in csv.DictReader(f)]
+
+
+def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: str) -> None:
+    """Validation top-1 (and train loss) per epoch as a PNG."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    epochs = [int(r['epoch']) + 1 for r in rows]
+    fig, ax = plt.subplots(figsize=(5.5, 3.4), dpi=110)
+    ax.plot(epochs, [r['eval_top1'] for r in rows], 'o-', color='C0', label='validation top-1')
+    ax.set_xlabel('epoch')
+    ax.set_ylabel('validation top-1 (%)', color='C0')
+    ax.grid(alpha=.3)
+    if all('train_loss' in r for r in rows):
+        loss = ax.twinx()
+        loss.plot(epochs, [r['train_loss'] for r in rows], 's--', color='C1', ms=3, label='train loss')
+        loss.set_ylabel('train loss', color='C1')
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def _details(model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, Any]) -> List[tuple]:
+    solver = getattr(model, 'solver', None)
+    depth = (f'{solver.method}, {solver.steps} steps over t ∈ [0, {solver.t_end:g}]' if solver is not None
+             else f'{getattr(model, "iterations", "?")} recurrent iterations of one block')
+    size = model.pretrained_cfg.get('input_size', (3, 32, 32))
+    train_time = info.get('train_time') or {}
+    rows = [
+        ('architecture', f"`{info['architecture']}` ({type(model).__name__}, a timm VisionTransformer)"),
+        ('parameters', f'{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M'),
+        ('GMACs', f'{gmacs(model):.3f}'),
+        ('image size', f'{size[1]} × {size[2]}'),
+        ('depth', depth),
+        ('field evaluations per image (NFE)', str(metrics.get('nfe', '?'))),
+        ('model args', f"`{json.dumps(info.get('model_kwargs', {}))}`"),
+        ('epochs', str(info.get('train_args', {}).get('epochs', '?'))),
+        ('checkpoint', f"epoch {info.get('epoch')}, {'EMA' if info.get('ema') else 'raw'} weights"),
+    ]
+    if train_time:
+        rows += [('training hardware', train_time.get('hardware', '?')),
+                 ('training wall time',
+                  f"{train_time['seconds'] / 3600:.1f} h ({len(train_time['epochs'])} epochs timed)")]
+    rows.append((f"top-1 / top-5 ({metrics['images']:,} test images, measured on these weights)",
+                 f"{metrics['top1']:.2f} / {metrics['top5']:.2f}"))
+    return rows
+
+
+def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, Any],
+               dataset: str = 'cifar10', repo_id: Optional[str] = None, license: str = 'apache-2.0',
+               train_command: Optional[str] = None, learning_curve: bool = False) -> str:
+    """README.md text: YAML front matter, details, usage, learning curve, citation."""
+    load = f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH'
+    retune = ("model.set_solver(method='rk4', steps=12)  # solver settings are not weights: change them freely"
+              if getattr(model, 'solver', None) is not None else
+              f'model.set_iterations({2 * getattr(model, "iterations", 12)})  # run beyond the training horizon')
+    size = model.pretrained_cfg.get('input_size', (3, 32, 32))
+    dataset_name = dataset.upper().replace('CIFAR', 'CIFAR-')
+    front = f'''---
+tags:
+- image-classification
+- timm
+- timm_odevit
+- continuous-depth
+library_name: timm
+pipeline_tag: image-classification
+license: {license}
+datasets:
+- {dataset}
+metrics:
+- accuracy
+model-index:
+- name: {name}
+  results:
+  - task:
+      type: image-classification
+      name: Image Classification
+    dataset:
+      name: {dataset_name}
+      type: {dataset}
+      split: test
+    metrics:
+    - type: accuracy
+      name: Top-1 accuracy
+      value: {metrics['top1']:.2f}
+    - type: accuracy
+      name: Top-5 accuracy
+      value: {metrics['top5']:.2f}
+---
+'''
+    args = info.get('train_args', {})
+    recipe = ', '.join(f'{k}={args[k]}' for k in (
+        'epochs', 'batch_size', 'opt', 'lr', 'weight_decay', 'sched', 'warmup_epochs', 'smoothing', 'mixup', 'cutmix',
+        'aa', 'model_ema', 'clip_grad', 'train_split', 'val_split') if args.get(k) not in (None, False, 0, ''))
+    table = '\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info))
+    curve = (f'\n## Learning curve\n\n![validation top-1 per epoch]({LEARNING_CURVE})\n\nValidation top-1 on the '
+             'held-out split during training (the test split is evaluated once, at export).\n'
+             if learning_curve else '')
+    papers = [p for p in str(model.pretrained_cfg.get('paper_ids', '')).split(',') if p.strip() in CITATIONS]
+    citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
+    body = f'''
+# {name}
+
+A continuous-depth Vision Transformer from [timm_odevit](https://github.com/timm-odevit/timm_odevit), trained
+on {dataset_name}; a timm model once `import timm_odevit` has registered it.
+
+## Model details
+
+| | |
+|---|---|
+{table}
+
+Training: {train_command or 'timm train.py via `python -m timm_odevit.train`'}
+({recipe}).
+
+## Usage
+
+```bash
+pip install timm_odevit
+```
+
+### Classification
+
+```python
+import timm
+import timm_odevit  # registers the models with timm
+import torch
+from PIL import Image
+
+model = timm.create_model('{load}', pretrained=True).eval()
+config = timm.data.resolve_data_config(model=model)
+transform = timm.data.create_transform(**config)
+
+img = Image.new('RGB', ({size[2]}, {size[1]}), (128, 96, 64))  # your image: Image.open('photo.png').convert('RGB')
+with torch.no_grad():
+    probabilities = model(transform(img).unsqueeze(0)).softmax(dim=-1)
+top5 = probabilities.topk(5)
+labels = model.pretrained_cfg.get('label_names') or [str(i) for i in range(model.num_classes)]
+print([(labels[i], round(p.item(), 3)) for p, i in zip(top5.values[0], top5.indices[0])])
+```
+
+### Feature maps and embeddings
+
+```python
+import timm
+import timm_odevit
+import torch
+
+model = timm.create_model('{load}', pretrained=True).eval()
+x = torch.randn(1, *model.pretrained_cfg['input_size'])
+with torch.no_grad():
+    tokens = model.forward_features(x)                        # (1, tokens, dim): the state at the final time
+    embedding = model.forward_head(tokens, pre_logits=True)  # (1, dim): the pooled image embedding
+    final, states = model.forward_intermediates(x, indices=3)  # the last 3 time points, as (1, dim, h, w) maps
+print(tokens.shape, embedding.shape, [s.shape for s in states])
+
+extractor = timm.create_model('{load}', pretrained=True, features_only=True, out_indices=(-2, -1))
+print([f.shape for f in extractor(x)], extractor.feature_info.channels())
+
+{retune}
+```
+{curve}
+## Citation
+
+```bibtex
+{citation}
+```
+'''
+    return front + body
