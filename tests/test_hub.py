@@ -163,7 +163,7 @@ def test_publish_dry_run_never_shows_the_token(exported, monkeypatch, capsys):
     monkeypatch.setenv('HF_TOKEN', 'hf_secret_value_123')
     hub.publish_main([str(exported[0]), '--repo-id', 'timm-odevit/odevit_tiny_cifar.test', '--dry-run'])
     out = capsys.readouterr()
-    assert 'would upload README.md, config.json, model.safetensors' in out.out
+    assert 'would upload README.md, config.json, learning_curve.png, model.safetensors' in out.out
     assert 'hf_secret_value_123' not in out.out + out.err
 
 

@@ -206,3 +206,15 @@ def test_released_bvit_fine_tunes_with_separate_stage_heads():
     assert model.stage_heads[0].weight.data_ptr() != model.head.weight.data_ptr()
     plain = timm.create_model('bvit_tiny_cifar.c10', pretrained=True).eval()
     assert torch.allclose(model.eval()(X), plain(X))
+
+
+@pytest.mark.parametrize('name,kwargs', [('odevit_tiny_cifar', {'img_size': 48}), ('bvit_tiny_cifar', {'in_chans': 1}),
+                                         ('vit_odeified', {'base': 'vit_tiny_patch16_224', 'depth': 2, 'img_size': 32,
+                                                           'patch_size': 4})])
+def test_data_config_is_the_size_the_model_was_built_for(name, kwargs):
+    """train.py resolves its preprocessing from the pretrained cfg: it must describe this model."""
+    from timm.data import resolve_data_config
+    model = timm.create_model(name, **kwargs)
+    size = (kwargs.get('in_chans', 3), *(2 * (kwargs.get('img_size', 32),)))
+    assert resolve_data_config(model=model)['input_size'] == size
+    assert timm.create_model('odevit_tiny_cifar').pretrained_cfg['input_size'] == (3, 32, 32)  # defaults untouched

@@ -225,12 +225,28 @@ def test_device_dtype_kwargs():
     assert out.dtype == torch.bfloat16 and torch.isfinite(out.float()).all()
 
 
-def test_variants_options():
-    x = torch.randn(1, 3, 32, 32)
-    for kwargs in ({'attn_type': 'l2'}, {'final_norm': False}, {'reg_tokens': 0}, {'time_conditioned': True},
-                   {'class_token': False, 'global_pool': 'avg'}, {'bias': True}, {'field_norm': 'layer'}):
-        model = timm.create_model('odevit_tiny_cifar', steps=3, **kwargs).eval()
-        assert torch.isfinite(model(x)).all(), kwargs
+@pytest.mark.parametrize('kwargs,built', [
+    ({'attn_type': 'l2'}, lambda m: m.field.attn.attn_type == 'l2'),
+    ({'final_norm': True}, lambda m: isinstance(m.norm, torch.nn.LayerNorm)),
+    ({'reg_tokens': 0}, lambda m: m.num_prefix_tokens == 1 and m.reg_token is None),
+    ({'time_conditioned': True}, lambda m: m.field.time_embed is not None),
+    ({'class_token': False, 'global_pool': 'avg'}, lambda m: m.cls_token is None and m.global_pool == 'avg'),
+    ({'bias': True}, lambda m: m.field.attn.qkv.bias is not None and m.field.mlp.fc1.bias is not None),
+    ({'field_norm': 'layer'}, lambda m: isinstance(m.field.norm_attn, torch.nn.LayerNorm)),
+    ({'depth_scale': 3.}, lambda m: m.field.depth_scale == 3.),
+], ids=lambda v: str(v) if isinstance(v, dict) else '')
+def test_each_option_takes_effect(kwargs, built):
+    """Each create_model option builds what it says and changes the function (same seed otherwise)."""
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    default = timm.create_model('odevit_tiny_cifar', steps=3).eval()
+    torch.manual_seed(0)
+    model = timm.create_model('odevit_tiny_cifar', steps=3, **kwargs).eval()
+    assert built(model) and not built(default)
+    with torch.no_grad():
+        out, ref = model(x), default(x)
+    assert out.shape == ref.shape == (2, 10) and torch.isfinite(out).all()
+    assert (out - ref).abs().max() > 1e-3
 
 
 def test_layernorm_field_is_scale_invariant_centernorm_is_not():

@@ -197,7 +197,7 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
     kwargs.setdefault('pretrained_filter_fn', checkpoint_filter_fn)
     kwargs.setdefault('feature_cfg', dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter'))
     try:
-        return build_model_with_cfg(cls, variant, pretrained, **kwargs)
+        model = build_model_with_cfg(cls, variant, pretrained, **kwargs)
     except Exception as e:
         frames = traceback.extract_tb(e.__traceback__)
         if not pretrained or not any(frame.name == 'load_pretrained' for frame in frames):
@@ -206,6 +206,14 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
             f'could not load the pretrained weights of {variant} from {_weights_source(variant, kwargs)}: '
             f'{type(e).__name__}: {e}. Re-download or re-export the weights (odevit-export), or check that they '
             'belong to this model (timm_odevit.hub.verify_folder tells what a folder lacks)') from e
+    # the input size the data pipeline resolves (train.py, timm.data.resolve_data_config) is the one the
+    # model was built for (img_size / in_chans given at creation), not the registered default
+    embed = getattr(model, 'patch_embed', None)  # None for features_only wrappers
+    img_size = getattr(embed, 'img_size', None)
+    size = (embed.proj.in_channels, *img_size) if img_size else None
+    if size and tuple(model.pretrained_cfg.get('input_size', ())) != size:
+        model.pretrained_cfg = model.default_cfg = dict(model.pretrained_cfg, input_size=size)
+    return model
 
 
 def apply_released_model_args(variant: str, pretrained: bool, kwargs: dict, released: Dict[str, dict]) -> dict:
