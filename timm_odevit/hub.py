@@ -167,7 +167,7 @@ def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optio
         metrics = evaluate(model, eval_dir, eval_split)
         name = repo_id.split('/')[-1] if repo_id else info['architecture']
         files = list(MODEL_FILES)
-        if (run_dir / 'summary.csv').is_file():
+        if (run_dir / 'summary.csv').is_file() and _has_matplotlib():
             plot_learning_curve(read_summary(run_dir / 'summary.csv'), staging / LEARNING_CURVE,
                                 f'{name}: validation top-1 per epoch')
             files.append(LEARNING_CURVE)
@@ -181,6 +181,16 @@ def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optio
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return metrics
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        print('odevit-export: matplotlib is not installed (pip install timm_odevit[analysis]); the card gets no '
+              'learning curve', file=sys.stderr)
+        return False
 
 
 def verify_folder(folder) -> None:
