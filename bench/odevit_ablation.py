@@ -47,12 +47,13 @@ def main():
     # rows of earlier invocations at the same budget are kept, so variants can be run one by one
     previous = json.loads(out.read_text()) if out.exists() else {}
     rows = {r['variant']: r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
-    for name in args.variants:
-        arch, kwargs, *overrides = VARIANTS[name]
+    for variant in args.variants:
+        arch, kwargs, *overrides = VARIANTS[variant]
+        name = variant if args.seed == 0 else f'{variant}@seed{args.seed}'  # rows of other seeds are kept
         recipe = argparse.Namespace(**{**vars(args), **(overrides[0] if overrides else {})})
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
-        row = {'variant': name, 'model': arch, 'kwargs': kwargs, 'lr': recipe.lr,
+        row = {'variant': name, 'seed': args.seed, 'model': arch, 'kwargs': kwargs, 'lr': recipe.lr,
                'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': gflops(model),
                'step_in_blocks': model.field.depth_scale * model.solver.h if hasattr(model, 'field') else None}
         try:

@@ -63,11 +63,12 @@ def main():
         return {r['variant']: r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
 
     num_tokens = None
-    for name in args.variants:
-        arch, kwargs = VARIANTS[name]
+    for variant in args.variants:
+        arch, kwargs = VARIANTS[variant]
+        name = variant if args.seed == 0 else f'{variant}@seed{args.seed}'  # rows of other seeds are kept
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
-        row = {'variant': name, 'model': arch, 'kwargs': kwargs, 'probes': []}
+        row = {'variant': name, 'seed': args.seed, 'model': arch, 'kwargs': kwargs, 'probes': []}
         is_ode = hasattr(model, 'field')
         if is_ode:
             num_tokens = model.num_prefix_tokens + model.patch_embed.num_patches
