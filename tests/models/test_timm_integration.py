@@ -179,7 +179,7 @@ def test_grad_checkpointing_gives_the_same_gradients(family):
 
 
 # ---- weights --------------------------------------------------------------------------------------
-@pytest.mark.parametrize('name', ['odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10'])
+@pytest.mark.parametrize('name', ['bvit_tiny_cifar.c10'])  # odevit_tiny_cifar.c10 was re-trained since
 def test_released_weights_give_the_pre_refactor_logits(name):
     reference = torch.load(FIXTURE)  # computed with the models before the depth became `blocks`
     model = timm.create_model(f'local-dir:{RELEASE / name}', pretrained=True).eval()

@@ -138,7 +138,7 @@ def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
 
 
 # Released weights (release/<name>.<tag>/, ready to upload as is) and the settings they were trained with.
-RELEASED_MODEL_ARGS = {'odevit_tiny_cifar.c10': dict(steps=6, final_norm=True)}
+RELEASED_MODEL_ARGS = {'odevit_tiny_cifar.c10': dict(steps=6)}
 
 default_cfgs = generate_default_cfgs({
     'odevit_tiny_cifar.c10': _cfg(hf_hub_id='timm-odevit/odevit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
