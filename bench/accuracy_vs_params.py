@@ -6,7 +6,7 @@ first 4,500 training images of each class; the last 500 of each class (5,000) ar
 validation, and the 10,000 test images are evaluated once, after training. For the ODE-ViT the
 test accuracy is also measured at other inference step counts and solvers than it was trained
 with (robustness to the grid). Results accumulate in bench/results/accuracy_vs_params.json (one
-entry per model, so `--models` can run them one by one) and the plots accuracy_vs_params.png and inference_grid.png.
+entry per model, so `--models` can run them one by one; `--seed N` adds `model@seedN` entries) and the plots accuracy_vs_params.png and inference_grid.png.
 
     python bench/accuracy_vs_params.py [--epochs 2] [--models odevit_tiny_cifar ...]
 """
@@ -81,14 +81,15 @@ def main():
     budget = describe_budget(args, len(train[0]), len(test[0]))
     out = RESULTS / 'accuracy_vs_params.json'
     runs = json.loads(out.read_text())['runs'] if out.exists() else {}
-    for name in args.models:
-        arch, kwargs, role = MODELS[name]
+    for model_name in args.models:
+        arch, kwargs, role = MODELS[model_name]
+        name = model_name if args.seed == 0 else f'{model_name}@seed{args.seed}'  # rows of other seeds are kept
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
         secs = fit(classification_task(model), model.parameters(), train, args, args.seed, args.epochs,
                    log=lambda m, name=name: print(f'{name}: {m}', flush=True))
         run = {
-            'arch': arch, 'kwargs': kwargs, 'role': role, 'budget': budget,
+            'arch': arch, 'kwargs': kwargs, 'role': role, 'budget': budget, 'seed': args.seed,
             'family': 'discrete' if arch.startswith('vit_') else arch.split('_')[0],
             'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': gflops(model),
             'train_s': round(secs, 1), 'train_img_per_s': round(args.epochs * len(train[0]) / secs, 1),
