@@ -35,3 +35,15 @@ def augment(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     padded = torch.nn.functional.pad(x, (4, 4, 4, 4), mode='reflect')
     i, j = torch.randint(0, 9, (2, B), generator=generator)
     return torch.stack([padded[b, :, i[b]:i[b] + 32, j[b]:j[b] + 32] for b in range(B)])
+
+
+def make_subset(src: pathlib.Path, dst: pathlib.Path, splits: dict) -> None:
+    """Symlinked ImageFolder: ``splits`` maps dst split -> (src split, first n images per class)."""
+    for out, (split, n) in splits.items():
+        classes = sorted(p.name for p in (src / split).iterdir() if p.is_dir())
+        if not classes:
+            raise SystemExit(f'no class folders in {src / split}')
+        for cls in classes:
+            (dst / out / cls).mkdir(parents=True, exist_ok=True)
+            for f in sorted((src / split / cls).iterdir())[:n]:
+                (dst / out / cls / f.name).symlink_to(f.resolve())

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 
+from _data import make_subset
 from _util import RESULTS, environment
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -43,18 +44,6 @@ CANDIDATES = {
     'distill': ['--kd-model-name', '{teacher}', '--kd-teacher-checkpoint', '{teacher_checkpoint}',
                 '--kd-distill-type', 'trajectory'],
 }
-
-
-def make_subset(src: pathlib.Path, dst: pathlib.Path, splits: dict) -> None:
-    """Symlinked ImageFolder: ``splits`` maps dst split -> (src split, first n images per class)."""
-    for out, (split, n) in splits.items():
-        classes = sorted(p.name for p in (src / split).iterdir() if p.is_dir())
-        if not classes:
-            raise SystemExit(f'no class folders in {src / split}')
-        for cls in classes:
-            (dst / out / cls).mkdir(parents=True, exist_ok=True)
-            for f in sorted((src / split / cls).iterdir())[:n]:
-                (dst / out / cls / f.name).symlink_to(f.resolve())
 
 
 def read_summary(path: pathlib.Path) -> list:

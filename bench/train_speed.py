@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 
+from _data import make_subset
 from _util import RESULTS, environment
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -46,15 +47,6 @@ MODELS = {
 }
 TRAIN_LINE = re.compile(r'Train: \d+ \[\s*(\d+)/\d+.*?Loss: ([\d.naninf]+) .*?Time: ([\d.]+)s,\s+([\d.]+)/s'
                         r'.*?Data: ([\d.]+)')
-
-
-def make_subset(src: pathlib.Path, dst: pathlib.Path, train_per_class: int, val_per_class: int) -> None:
-    """Symlinked ImageFolder: the first ``train_per_class`` train and ``val_per_class`` test images per class."""
-    for split, out, n in (('train', 'train', train_per_class), ('test', 'val', val_per_class)):
-        for cls in sorted(p.name for p in (src / split).iterdir()):
-            (dst / out / cls).mkdir(parents=True, exist_ok=True)
-            for f in sorted((src / split / cls).iterdir())[:n]:
-                (dst / out / cls / f.name).symlink_to(f)
 
 
 def run(model: str, setting: str, data: pathlib.Path, args, out_dir: pathlib.Path) -> dict:
@@ -130,7 +122,8 @@ def main() -> None:
               'the updates logged until then')
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        make_subset(pathlib.Path(args.data), tmp / 'data', args.train_per_class, args.val_per_class)
+        make_subset(pathlib.Path(args.data), tmp / 'data',
+                    {'train': ('train', args.train_per_class), 'val': ('test', args.val_per_class)})
         for model in args.models:
             for setting in args.settings:
                 row = run(model, setting, tmp / 'data', args, tmp / 'out')
