@@ -44,9 +44,12 @@ CANDIDATES = {
     'randaug': ['--aa', 'rand-m9-mstd0.5-inc1'],
     'mixup_cutmix': ['--mixup', '0.8', '--cutmix', '1.0'],
     'ema': ['--model-ema', '--model-ema-decay', '0.999'],
+    # bViT only: stage-wise deep supervision (bench d): on par at T, robust beyond it); shared head, same keys
+    'deep_supervision': ['--model-kwargs', 'stages=[3,6,9,12]', 'stage_heads=shared'],
     'distill': ['--kd-model-name', '{teacher}', '--kd-teacher-checkpoint', '{teacher_checkpoint}',
                 '--kd-distill-type', 'trajectory'],
 }
+ONLY_FOR = {'deep_supervision': {'bvit_tiny_cifar'}}  # candidates that are a knob of one model
 
 
 def read_summary(path: pathlib.Path) -> list:
@@ -105,6 +108,8 @@ def main() -> None:
         runs_dir = pathlib.Path(args.keep_dir).resolve() if args.keep_dir else tmp / 'runs'
         for model in args.models:
             for candidate in args.candidates:
+                if model not in ONLY_FOR.get(candidate, {model}):
+                    continue
                 key = (model, candidate, budget)
                 if any((r['model'], r['candidate'], r['budget']) == key and 'error' not in r for r in rows):
                     print(f'{model} {candidate}: measured already, skipped', flush=True)
