@@ -7,10 +7,14 @@
    Euler h = 1), measured right after conversion, after CE fine-tuning, and after distillation
    from its own discrete original, all at equal budget.
 
-    python bench/distillation_small.py [--train-per-class 400] [--test-per-class 200] [--epochs 3]
+    python bench/distillation_small.py [--train-per-class 400] [--test-per-class 200] [--epochs 3] [--seed 0]
+
+``--seed N`` (N > 0) re-runs everything with other seeds and adds ``name@seedN`` entries to the
+results; the entries of other seeds are kept.
 """
 import argparse
 import copy
+import json
 
 import timm
 import torch
@@ -21,7 +25,7 @@ from timm_odevit import odeify
 from timm_odevit.tasks import TrajectoryDistillationTask
 from _data import DEFAULT_ROOT, load_split
 from _train import accuracy, fit
-from _util import write_result
+from _util import RESULTS, write_result
 
 
 def main():
@@ -33,14 +37,16 @@ def main():
     p.add_argument('--epochs', type=int, default=3)
     p.add_argument('--batch', type=int, default=128)
     p.add_argument('--lr', type=float, default=1e-3)
+    p.add_argument('--seed', type=int, default=0, help='0: the seeds 0/1/2 of the committed run; N: 3N, 3N+1, 3N+2')
     args = p.parse_args()
+    seed = 3 * args.seed  # teacher, ODE-ViT students and odeified students each get their own seed
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
     results = {}
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     teacher = timm.create_model('vit_tiny_cifar_params_matched')
     secs = fit(ClassificationTask(teacher, criterion_kwargs=dict(smoothing=0.1)), list(teacher.parameters()),
-               train, args, 0, args.teacher_epochs)
+               train, args, seed, args.teacher_epochs)
     results['teacher_discrete_vit'] = {'top1': accuracy(teacher, test), 'train_s': secs,
                                        'params': sum(p.numel() for p in teacher.parameters())}
     print('teacher', results['teacher_discrete_vit'], flush=True)
@@ -57,15 +63,22 @@ def main():
         print(name, results[name], flush=True)
 
     for name, distil in (('odevit_scratch', False), ('odevit_distilled', True)):
-        torch.manual_seed(1)
-        train_student(name, timm.create_model('odevit_tiny_cifar', steps=4), distil, seed=1)
+        torch.manual_seed(seed + 1)
+        train_student(name, timm.create_model('odevit_tiny_cifar', steps=4), distil, seed=seed + 1)
 
     converted = odeify(teacher, init='mean').requires_grad_(True)
     results['odeified_at_conversion'] = {'top1': accuracy(converted, test),
                                          'params': sum(p.numel() for p in converted.parameters())}
     print('odeified', results['odeified_at_conversion'], flush=True)
     for name, distil in (('odeified_ce_finetune', False), ('odeified_self_distilled', True)):
-        train_student(name, odeify(teacher, init='mean').requires_grad_(True), distil, seed=2)
+        train_student(name, odeify(teacher, init='mean').requires_grad_(True), distil, seed=seed + 2)
+    if args.seed:
+        results = {f'{k}@seed{args.seed}': v for k, v in results.items()}
+    previous = RESULTS / 'distillation_small.json'
+    if previous.exists():  # keep the other seeds' entries
+        kept = json.loads(previous.read_text())['results']
+        own = (lambda k: k.endswith(f'@seed{args.seed}')) if args.seed else (lambda k: '@seed' not in k)
+        results = {**{k: v for k, v in kept.items() if not own(k)}, **results}
     path = write_result('distillation_small', {
         'benchmark': 'distillation_small',
         'budget': f'{10 * args.train_per_class} CIFAR-10 train images (first per class), teacher {args.teacher_epochs} '
