@@ -34,15 +34,18 @@ def accuracy_vs_params(result):
 
 
 def inference_grid(result):
+    """One colour per trained model, one line style and marker per solver."""
     fig, ax = _figure()
+    styles = {'euler': ('o', '-'), 'midpoint': ('s', '--'), 'rk4': ('^', ':')}
+    runs = {name: r for name, r in result['runs'].items() if r.get('inference_grid_sweep')}
     trained = set()
-    for name, r in result['runs'].items():
-        sweep = r.get('inference_grid_sweep')
-        if not sweep:
-            continue
-        for method in dict.fromkeys(row['method'] for row in sweep['test_top1']):
-            rows = [row for row in sweep['test_top1'] if row['method'] == method]
-            ax.plot([row['block_evals'] for row in rows], [row['top1'] for row in rows], 'o-', label=f'{name} {method}')
+    for i, (name, r) in enumerate(runs.items()):
+        rows = r['inference_grid_sweep']['test_top1']
+        for method in dict.fromkeys(row['method'] for row in rows):
+            marker, ls = styles.get(method, ('x', '-.'))
+            pts = [row for row in rows if row['method'] == method]
+            ax.plot([row['block_evals'] for row in pts], [row['top1'] for row in pts], marker=marker, ls=ls,
+                    color=f'C{i}', label=f'{name} {method}')
         trained.add(r['kwargs'].get('steps'))
     for steps in sorted(trained):
         ax.axvline(steps, color='grey', ls=':', label=f'trained: euler {steps} steps')
