@@ -41,6 +41,16 @@ def environment() -> Dict[str, str]:
     }
 
 
+def seed_key(name: str, seed: int) -> str:
+    """Result key of a run: ``name`` for seed 0, ``name@seedN`` otherwise (other seeds' rows are kept)."""
+    return name if seed == 0 else f'{name}@seed{seed}'
+
+
+def seed_of(key: str) -> int:
+    """Inverse of :func:`seed_key`: the seed a result key belongs to."""
+    return int(key.rsplit('@seed', 1)[1]) if '@seed' in key else 0
+
+
 def write_result(name: str, payload: dict) -> pathlib.Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f'{name}.json'

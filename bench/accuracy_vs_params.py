@@ -22,7 +22,7 @@ import timm_odevit  # noqa: F401
 from _data import load_split
 import plots
 from _train import accuracy, add_recipe_args, classification_task, fit
-from _util import RESULTS, gflops, write_result
+from _util import RESULTS, gflops, seed_key, write_result
 
 # name -> (timm model, kwargs, what it is compared as)
 MODELS = {
@@ -83,7 +83,7 @@ def main():
     runs = json.loads(out.read_text())['runs'] if out.exists() else {}
     for model_name in args.models:
         arch, kwargs, role = MODELS[model_name]
-        name = model_name if args.seed == 0 else f'{model_name}@seed{args.seed}'  # rows of other seeds are kept
+        name = seed_key(model_name, args.seed)  # rows of other seeds are kept
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
         secs = fit(classification_task(model), model.parameters(), train, args, args.seed, args.epochs,

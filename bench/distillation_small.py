@@ -25,7 +25,7 @@ from timm_odevit import odeify
 from timm_odevit.tasks import TrajectoryDistillationTask
 from _data import DEFAULT_ROOT, load_split
 from _train import accuracy, fit
-from _util import RESULTS, write_result
+from _util import RESULTS, seed_key, seed_of, write_result
 
 
 def main():
@@ -72,13 +72,11 @@ def main():
     print('odeified', results['odeified_at_conversion'], flush=True)
     for name, distil in (('odeified_ce_finetune', False), ('odeified_self_distilled', True)):
         train_student(name, odeify(teacher, init='mean').requires_grad_(True), distil, seed=seed + 2)
-    if args.seed:
-        results = {f'{k}@seed{args.seed}': v for k, v in results.items()}
+    results = {seed_key(k, args.seed): v for k, v in results.items()}
     previous = RESULTS / 'distillation_small.json'
     if previous.exists():  # keep the other seeds' entries
         kept = json.loads(previous.read_text())['results']
-        own = (lambda k: k.endswith(f'@seed{args.seed}')) if args.seed else (lambda k: '@seed' not in k)
-        results = {**{k: v for k, v in kept.items() if not own(k)}, **results}
+        results = {**{k: v for k, v in kept.items() if seed_of(k) != args.seed}, **results}
     path = write_result('distillation_small', {
         'benchmark': 'distillation_small',
         'budget': f'{10 * args.train_per_class} CIFAR-10 train images (first per class), teacher {args.teacher_epochs} '

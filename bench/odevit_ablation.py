@@ -19,7 +19,7 @@ import torch
 import timm_odevit  # noqa: F401
 from _data import load_split
 from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
-from _util import RESULTS, gflops, write_result
+from _util import RESULTS, gflops, seed_key, write_result
 
 # name -> (model, kwargs[, recipe overrides])
 VARIANTS = {
@@ -49,7 +49,7 @@ def main():
     rows = {r['variant']: r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
     for variant in args.variants:
         arch, kwargs, *overrides = VARIANTS[variant]
-        name = variant if args.seed == 0 else f'{variant}@seed{args.seed}'  # rows of other seeds are kept
+        name = seed_key(variant, args.seed)  # rows of other seeds are kept
         recipe = argparse.Namespace(**{**vars(args), **(overrides[0] if overrides else {})})
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)

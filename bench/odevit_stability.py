@@ -24,7 +24,7 @@ import timm_odevit  # noqa: F401
 from timm_odevit.analysis import attention_maps, trajectory
 from _data import load_split
 from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
-from _util import RESULTS, write_result
+from _util import RESULTS, seed_key, write_result
 
 VARIANTS = {
     'centernorm_field': ('odevit_tiny_cifar', {'steps': 6}),
@@ -65,7 +65,7 @@ def main():
     num_tokens = None
     for variant in args.variants:
         arch, kwargs = VARIANTS[variant]
-        name = variant if args.seed == 0 else f'{variant}@seed{args.seed}'  # rows of other seeds are kept
+        name = seed_key(variant, args.seed)  # rows of other seeds are kept
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
         row = {'variant': name, 'seed': args.seed, 'model': arch, 'kwargs': kwargs, 'probes': []}
