@@ -42,7 +42,7 @@ CANDIDATES = {
     'no_jitter': ['--color-jitter', '0'],
     'warmup_1ep': ['--warmup-epochs', '1'],
     # DeiT's rand-m9-mstd0.5-inc1, capped at magnitude 9: with magnitude noise timm (1.0.31) can draw level 10,
-    # i.e. posterize to 0 bits, which Pillow >= 11 rejects (ValueError after ~1 in 600 images)
+    # i.e. posterize to 0 bits, which the installed Pillow 13 rejects (ValueError, ~1 in 600 images)
     'randaug': ['--aa', 'rand-m9-mstd0.5-inc1-mmax9'],
     'mixup_cutmix': ['--mixup', '0.8', '--cutmix', '1.0'],
     'ema': ['--model-ema', '--model-ema-decay', '0.999'],
