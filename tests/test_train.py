@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import pathlib
+import random
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import torch
 import yaml
 
 import timm_odevit.train
-from timm_odevit.train import _check_image_folder, locate_script
+from timm_odevit.train import _check_image_folder, _option, check_auto_augment, locate_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CIFAR = ROOT.parent / 'shared' / 'data' / 'cifar10'
@@ -75,6 +76,51 @@ def test_data_dir_without_images(tmp_path):
     with pytest.raises(SystemExit, match='does not exist'):
         _check_image_folder(['--data-dir', str(tmp_path / 'nope')])
     _check_image_folder(['--dataset', 'torch/cifar10', '--data-dir', str(tmp_path)])  # not an ImageFolder
+
+
+@pytest.mark.parametrize('aa,fails', [
+    ('rand-m9-mstd0.5-inc1', True),         # DeiT's string: gaussian magnitude noise reaches level 10
+    ('rand-m10-inc1', True),                # level 10 without noise
+    ('rand-m9-mstd0.5-inc1-mmax9', False),  # the fix the error suggests
+    ('rand-m9-inc1', False),                # level 9 at most: 1 bit
+    ('rand-m9-mstd0.5', False),             # original posterize: 4..8 bits
+    ('rand-m9-mstd101-inc1', False),        # mstd > 100: uniform in [0, m]
+    ('augmix-m5-w4-d2', False), (None, False),
+])
+def test_auto_augment_that_can_posterize_to_0_bits_fails_early(aa, fails, monkeypatch):
+    """timm's inc1 posterize keeps 0 bits at magnitude 10, which Pillow 13 rejects mid-epoch."""
+    from PIL import ImageOps
+
+    def strict_posterize(img, bits):
+        if not 1 <= bits <= 8:
+            raise ValueError('bits must be between or equal to 1 and 8')
+        return img
+    monkeypatch.setattr(ImageOps, 'posterize', strict_posterize)  # the check must not depend on the Pillow installed
+    if fails:
+        with pytest.raises(SystemExit, match=r'posterize to 0 bits.*--aa .*-mmax9'):
+            check_auto_augment(aa)
+    else:
+        check_auto_augment(aa)
+
+
+def test_suggested_auto_augment_runs_with_the_installed_pillow():
+    """The capped string the error suggests builds timm's transform and never asks Pillow for 0 bits."""
+    from PIL import Image
+    from timm.data.auto_augment import rand_augment_transform
+    img = Image.new('RGB', (8, 8), (120, 60, 30))
+    transform = rand_augment_transform('rand-m9-mstd0.5-inc1-mmax9', {'translate_const': 3, 'img_mean': (124, 116, 104)})
+    random.seed(0)
+    for _ in range(3000):
+        transform(img)
+
+
+def test_option_comes_from_command_line_then_config(tmp_path):
+    cfg = tmp_path / 'c.yaml'
+    cfg.write_text('aa: rand-m9-mstd0.5-inc1\nepochs: 3\n')
+    assert _option(['--aa', 'rand-m5'], '--aa', str(cfg)) == 'rand-m5'
+    assert _option(['--aa=rand-m5'], '--aa', None) == 'rand-m5'
+    assert _option([], '--aa', str(cfg)) == 'rand-m9-mstd0.5-inc1'
+    assert _option([], '--aa', None) is None
 
 
 @pytest.mark.parametrize('path', sorted(glob.glob(str(ROOT / 'train_configs' / '*.yaml'))), ids=os.path.basename)

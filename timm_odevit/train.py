@@ -20,6 +20,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import sys
 import time
 import types
@@ -232,6 +233,43 @@ def _check_image_folder(rest: List[str]) -> None:
         raise SystemExit(f'error: no images under {search} (expected an ImageFolder: {search}/<class>/<image>)')
 
 
+def _option(rest: List[str], flag: str, config_path: Optional[str]):
+    """The value train.py will use for ``flag``: the command line's, else the ``--config`` YAML's, else None."""
+    key = flag.lstrip('-').replace('-', '_')
+    probe = argparse.ArgumentParser(add_help=False)
+    probe.add_argument(flag, dest=key, default=None)
+    value = probe.parse_known_args(rest)[0].__dict__[key]
+    if value is None and config_path:
+        import yaml
+        value = (yaml.safe_load(pathlib.Path(config_path).read_text()) or {}).get(key)
+    return value
+
+
+def check_auto_augment(aa: Optional[str]) -> None:
+    """Fail before training when timm's RandAugment string ``aa`` can posterize an image to 0 bits.
+
+    With ``inc1`` (DeiT's ``rand-m9-mstd0.5-inc1``) timm maps magnitude level 10 to "keep 0 bits", and
+    magnitude noise (``mstd``) reaches it; recent Pillow (13 here) raises ValueError for 0 bits, so such a run
+    crashes in its data loader after a few hundred images. Capping the magnitude (``-mmax9``) avoids it.
+    """
+    if not aa or not aa.startswith('rand'):
+        return
+    opts = dict(re.split(r'(\d.*)', part)[:2] for part in aa.split('-')[1:] if re.search(r'\d', part))  # as timm parses
+    if opts.get('inc') != '1':
+        return
+    m, mstd, upper = float(opts.get('m', 10)), float(opts.get('mstd', 0)), float(opts.get('mmax', 10))
+    highest = upper if 0 < mstd <= 100 else min(m, upper)  # timm: gaussian noise clipped to mmax; mstd > 100 uniform
+    if highest < 10:
+        return
+    import PIL
+    from PIL import Image, ImageOps
+    try:
+        ImageOps.posterize(Image.new('RGB', (1, 1)), 0)
+    except ValueError:
+        raise SystemExit(f'error: --aa {aa} can posterize to 0 bits (timm maps inc1 magnitude 10 to 0 bits), which '
+                         f'the installed Pillow {PIL.__version__} rejects mid-epoch; cap the magnitude: --aa {aa}-mmax9')
+
+
 def check_config_keys(parser: argparse.ArgumentParser, path) -> None:
     """Raise SystemExit naming the keys of the ``--config`` YAML file at ``path`` that are not
     options of ``parser`` (train.py would ignore them silently and train with the defaults).
@@ -278,6 +316,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         config, _ = module.config_parser.parse_known_args(rest)
         if config.config:
             check_config_keys(module.parser, config.config)
+        check_auto_augment(_option(rest, '--aa', config.config))
     if not any(a == '--device' or a.startswith('--device=') for a in rest):
         import torch
         if not torch.cuda.is_available():  # train.py defaults to cuda; run on the CPU instead of failing
