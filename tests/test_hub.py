@@ -35,7 +35,8 @@ def exported(tmp_path_factory, eval_dir):
     tmp = tmp_path_factory.mktemp('export')
     torch.manual_seed(0)
     model = timm.create_model('odevit_tiny_cifar', solver='rk4', steps=3)
-    args = argparse.Namespace(model='odevit_tiny_cifar', model_kwargs={'solver': 'rk4', 'steps': 3}, epochs=1, lr=1e-3)
+    args = argparse.Namespace(model='odevit_tiny_cifar', model_kwargs={'solver': 'rk4', 'steps': 3}, epochs=1, lr=1e-3,
+                              color_jitter=0.0, mixup=0.0, model_ema=False, model_ema_decay=0.999)
     torch.save({'arch': 'odevit_tiny_cifar', 'args': args, 'epoch': 0, 'state_dict': model.state_dict()},
                tmp / 'last.pth.tar')
     (tmp / 'summary.csv').write_text('epoch,train_loss,eval_loss,eval_top1,eval_top5,lr\n'
@@ -216,6 +217,8 @@ def test_card_carries_details_labels_curve_and_citation(exported):
                 '| epochs | 1 |'):
         assert row in card, row
     assert '![validation top-1 per epoch](learning_curve.png)' in card
+    recipe = re.search(r'Training: timm train.py.*?\n\((.*?)\)', card, re.S).group(1)
+    assert 'color_jitter=0.0' in recipe and 'mixup' not in recipe and 'model_ema' not in recipe, recipe
     from PIL import Image
     with Image.open(folder / 'learning_curve.png') as img:
         assert img.size[0] > 300

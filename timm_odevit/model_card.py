@@ -96,6 +96,20 @@ def _details(model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, 
     return rows
 
 
+# train.py arguments the card's recipe line names: a 0 is shown where it switches off a default that is on
+RECIPE_KEYS = ('epochs', 'batch_size', 'opt', 'lr', 'weight_decay', 'sched', 'warmup_epochs', 'smoothing', 'hflip',
+               'color_jitter', 'mixup', 'cutmix', 'aa', 'model_ema', 'model_ema_decay', 'clip_grad', 'train_split',
+               'val_split')
+_ZERO_SHOWN = {'color_jitter', 'hflip', 'warmup_epochs'}
+
+
+def _shown(key: str, args: Dict[str, Any]) -> bool:
+    value = args.get(key)
+    if value is None or value is False or value == '' or (key == 'model_ema_decay' and not args.get('model_ema')):
+        return False
+    return key in _ZERO_SHOWN or value != 0
+
+
 def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, Any],
                dataset: str = 'cifar10', repo_id: Optional[str] = None, license: str = 'apache-2.0',
                train_command: Optional[str] = None, learning_curve: bool = False) -> str:
@@ -139,12 +153,11 @@ model-index:
 ---
 '''
     args = info.get('train_args', {})
-    recipe = ', '.join(f'{k}={args[k]}' for k in (
-        'epochs', 'batch_size', 'opt', 'lr', 'weight_decay', 'sched', 'warmup_epochs', 'smoothing', 'mixup', 'cutmix',
-        'aa', 'model_ema', 'clip_grad', 'train_split', 'val_split') if args.get(k) not in (None, False, 0, ''))
+    recipe = ', '.join(f'{k}={args[k]}' for k in RECIPE_KEYS if _shown(k, args))
     table = '\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info))
-    curve = (f'\n## Learning curve\n\n![validation top-1 per epoch]({LEARNING_CURVE})\n\nValidation top-1 on the '
-             'held-out split during training (the test split is evaluated once, at export).\n'
+    weights = ' of the EMA weights (what train.py validates and selects by when EMA is on)' if args.get('model_ema') else ''
+    curve = (f'\n## Learning curve\n\n![validation top-1 per epoch]({LEARNING_CURVE})\n\nValidation top-1{weights} on '
+             'the held-out split during training (the test split is evaluated once, at export).\n'
              if learning_curve else '')
     papers = [p for p in str(model.pretrained_cfg.get('paper_ids', '')).split(',') if p.strip() in CITATIONS]
     citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
