@@ -164,7 +164,7 @@ def test_publish_dry_run_never_shows_the_token(exported, monkeypatch, capsys):
     monkeypatch.setenv('HF_TOKEN', 'hf_secret_value_123')
     hub.publish_main([str(exported[0]), '--repo-id', 'timm-odevit/odevit_tiny_cifar.test', '--dry-run'])
     out = capsys.readouterr()
-    assert 'would upload README.md, config.json, learning_curve.png, model.safetensors' in out.out
+    assert 'would upload README.md, config.json, learning_curve.png, model.safetensors, summary.csv' in out.out
     assert 'hf_secret_value_123' not in out.out + out.err
 
 
@@ -217,6 +217,8 @@ def test_card_carries_details_labels_curve_and_citation(exported):
                 '| epochs | 1 |'):
         assert row in card, row
     assert '![validation top-1 per epoch](learning_curve.png)' in card
+    assert '[summary.csv](summary.csv)' in card  # the run's per-epoch record is in the folder, as train.py wrote it
+    assert (folder / 'summary.csv').read_text().splitlines()[2].startswith('1,2.0,1.9,30.25')
     recipe = re.search(r'Training: timm train.py.*?\n\((.*?)\)', card, re.S).group(1)
     assert 'color_jitter=0.0' in recipe and 'mixup' not in recipe and 'model_ema' not in recipe, recipe
     from PIL import Image

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from .model_card import LEARNING_CURVE, model_card, plot_learning_curve, read_summary
+from .model_card import LEARNING_CURVE, TRAINING_LOG, model_card, plot_learning_curve, read_summary
 from .models._common import check_state_dict, upgrade_state_dict
 
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
@@ -145,7 +145,8 @@ def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optio
            eval_split: str = 'test', repo_id: Optional[str] = None, dataset: str = 'cifar10',
            train_command: Optional[str] = None, model_kwargs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """train.py checkpoint -> Hub folder (model.safetensors, config.json with the classes' label_names, README.md
-    model card; learning_curve.png from the run's summary.csv, training time from its train_time.json).
+    model card; the run's summary.csv copied and drawn as learning_curve.png, training time from its
+    train_time.json).
     Returns the metrics."""
     from timm.models import save_for_hf
     model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
@@ -167,13 +168,16 @@ def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optio
         metrics = evaluate(model, eval_dir, eval_split)
         name = repo_id.split('/')[-1] if repo_id else info['architecture']
         files = list(MODEL_FILES)
-        if (run_dir / 'summary.csv').is_file() and _has_matplotlib():
-            plot_learning_curve(read_summary(run_dir / 'summary.csv'), staging / LEARNING_CURVE,
-                                f'{name}: validation top-1 per epoch')
-            files.append(LEARNING_CURVE)
+        if (run_dir / TRAINING_LOG).is_file():  # the run's per-epoch record travels with the weights
+            shutil.copy(run_dir / TRAINING_LOG, staging / TRAINING_LOG)
+            files.append(TRAINING_LOG)
+            if _has_matplotlib():
+                plot_learning_curve(read_summary(run_dir / TRAINING_LOG), staging / LEARNING_CURVE,
+                                    f'{name}: validation top-1 per epoch')
+                files.append(LEARNING_CURVE)
         (staging / 'README.md').write_text(model_card(
             name, model, metrics, info, dataset, repo_id, train_command=train_command,
-            learning_curve=LEARNING_CURVE in files))
+            learning_curve=LEARNING_CURVE in files, training_log=TRAINING_LOG in files))
         verify_folder(staging)
         out.mkdir(exist_ok=True)
         for f in files:

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 LEARNING_CURVE = 'learning_curve.png'
+TRAINING_LOG = 'summary.csv'  # train.py's per-epoch table, copied into the folder as is
 
 CITATIONS = {
     'arXiv:2511.16501': '''@misc{boned2025odevit,
@@ -112,7 +113,8 @@ def _shown(key: str, args: Dict[str, Any]) -> bool:
 
 def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, Any],
                dataset: str = 'cifar10', repo_id: Optional[str] = None, license: str = 'apache-2.0',
-               train_command: Optional[str] = None, learning_curve: bool = False) -> str:
+               train_command: Optional[str] = None, learning_curve: bool = False,
+               training_log: bool = False) -> str:
     """README.md text: YAML front matter, details, usage, learning curve, citation."""
     load = f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH'
     retune = ("model.set_solver(method='rk4', steps=12)  # solver settings are not weights: change them freely"
@@ -156,8 +158,9 @@ model-index:
     recipe = ', '.join(f'{k}={args[k]}' for k in RECIPE_KEYS if _shown(k, args))
     table = '\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info))
     weights = ' of the EMA weights (what train.py validates and selects by when EMA is on)' if args.get('model_ema') else ''
+    log = f" Every epoch's numbers: [{TRAINING_LOG}]({TRAINING_LOG}) (train.py's own log)." if training_log else ''
     curve = (f'\n## Learning curve\n\n![validation top-1 per epoch]({LEARNING_CURVE})\n\nValidation top-1{weights} on '
-             'the held-out split during training (the test split is evaluated once, at export).\n'
+             f'the held-out split during training (the test split is evaluated once, at export).{log}\n'
              if learning_curve else '')
     papers = [p for p in str(model.pretrained_cfg.get('paper_ids', '')).split(',') if p.strip() in CITATIONS]
     citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
