@@ -1,7 +1,6 @@
 """Every family is a timm VisionTransformer whose blocks is a ContinuousDepthStack: timm's own code
 paths (features, resizing, export, checkpoint filtering, layer decay) work on all of them."""
 import json
-import pathlib
 
 import pytest
 import timm
@@ -14,8 +13,6 @@ import timm_odevit
 from timm_odevit.layers import METHODS, ContinuousDepthStack
 from timm_odevit.models import checkpoint_filter_fn, embed_tokens
 
-FIXTURE = pathlib.Path(__file__).resolve().parents[1] / 'fixtures' / 'release_logits.pt'
-RELEASE = pathlib.Path(__file__).resolve().parents[2] / 'release'
 SMALL = dict(embed_dim=32, num_heads=2)
 
 
@@ -179,14 +176,8 @@ def test_grad_checkpointing_gives_the_same_gradients(family):
 
 
 # ---- weights --------------------------------------------------------------------------------------
-@pytest.mark.parametrize('name', ['bvit_tiny_cifar.c10'])  # odevit_tiny_cifar.c10 was re-trained since
-def test_released_weights_give_the_pre_refactor_logits(name):
-    reference = torch.load(FIXTURE)  # computed with the models before the depth became `blocks`
-    model = timm.create_model(f'local-dir:{RELEASE / name}', pretrained=True).eval()
-    with torch.no_grad():
-        assert torch.equal(model(reference['input']), reference[name])
-
-
+# Both releases are trained on today's structure (issue 14), so no released weights predate the refactor;
+# earlier parameter names still load (below) and give the same logits.
 def test_earlier_parameter_names_load():
     model = _build('odevit')
     old = {k.replace('blocks.0.', 'ode.'): v for k, v in model.state_dict().items()}  # names before the refactor
