@@ -11,7 +11,6 @@ settings, pretrained_cfg with mean/std/input size/crop) and a ``README.md`` mode
 ``timm.create_model('hf-hub:ORG/NAME', pretrained=True)`` (after ``import timm_odevit``).
 """
 import argparse
-import functools
 import json
 import os
 import pathlib
@@ -26,35 +25,6 @@ from .model_card import LEARNING_CURVE, TRAINING_LOG, model_card, plot_learning_
 from .models._common import check_state_dict, upgrade_state_dict
 
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
-
-
-# ---- config.json errors of timm's local-dir: / hf-hub: loaders -------------------------------------
-def _config_error_context(loader, describe):
-    """``loader`` raising a ValueError that names the config file for a malformed config.json (timm
-    raises a bare JSONDecodeError / KeyError('architecture') without the path)."""
-    if getattr(loader, '_timm_odevit_wrapped', False):
-        return loader
-
-    @functools.wraps(loader)
-    def load(source, *args, **kwargs):
-        try:
-            return loader(source, *args, **kwargs)
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise ValueError(
-                f'{describe(source)} is not a valid timm config.json ({type(e).__name__}: {e}): it must be a JSON '
-                'object with "architecture" and "pretrained_cfg", as timm.models.save_for_hf / odevit-export '
-                'write it') from e
-    load._timm_odevit_wrapped = True
-    return load
-
-
-def install_config_error_context() -> None:
-    """Wrap timm's ``local-dir:`` / ``hf-hub:`` config loaders (done on ``import timm_odevit``)."""
-    from timm.models import _factory
-    _factory.load_model_config_from_path = _config_error_context(
-        _factory.load_model_config_from_path, lambda path: str(pathlib.Path(path) / 'config.json'))
-    _factory.load_model_config_from_hf = _config_error_context(
-        _factory.load_model_config_from_hf, lambda model_id: f'config.json of hf-hub:{model_id}')
 
 
 # ---- checkpoints --------------------------------------------------------------------------------
@@ -197,6 +167,25 @@ def _has_matplotlib() -> bool:
         return False
 
 
+def read_config(folder) -> Dict[str, Any]:
+    """The timm ``config.json`` of a model folder; ValueError naming the file when it is not one (timm's own
+    ``local-dir:`` loader raises a bare JSONDecodeError / KeyError, which the package leaves as it is)."""
+    path = pathlib.Path(folder) / 'config.json'
+    try:
+        config = json.loads(path.read_text())
+        if not isinstance(config.get('architecture'), str):
+            raise KeyError('architecture')
+        if not isinstance(config.get('pretrained_cfg', {}), dict) or not isinstance(config.get('model_args', {}), dict):
+            raise TypeError('"pretrained_cfg" and "model_args" must be JSON objects')
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        name = 'TypeError' if isinstance(e, AttributeError) else type(e).__name__
+        raise ValueError(f'{path} is not a valid timm config.json ({name}: {e}): it must be a JSON object with '
+                         '"architecture" and "pretrained_cfg", as timm.models.save_for_hf / odevit-export write it') from e
+    except OSError as e:
+        raise ValueError(f'cannot read {path}: {e}') from e
+    return config
+
+
 def verify_folder(folder) -> None:
     """Raise ValueError unless ``folder`` is complete and its weights load strictly into its config."""
     import timm
@@ -206,11 +195,8 @@ def verify_folder(folder) -> None:
     missing = [f for f in MODEL_FILES if not (folder / f).is_file()]
     if missing:
         raise ValueError(f'{folder} is not a complete model folder: missing {missing}')
-    try:
-        config = json.loads((folder / 'config.json').read_text())
-        architecture = config['architecture']
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f'{folder / "config.json"} is not a valid timm config.json ({type(e).__name__}: {e})') from e
+    config = read_config(folder)
+    architecture = config['architecture']
     try:
         state = upgrade_state_dict(load_file(str(folder / 'model.safetensors')))
     except Exception as e:  # safetensors raises its own error type for truncated / corrupt files

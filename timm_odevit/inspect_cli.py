@@ -38,9 +38,7 @@ def _denormalise(x: torch.Tensor, model) -> torch.Tensor:
 
 
 def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> Dict[str, Any]:
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.eval()
@@ -58,7 +56,8 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> 
 
     # attention over time
     shown = sorted(set(torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().tolist()))
-    fig, axes = plt.subplots(1, len(shown), figsize=(3 * len(shown), 3.4), squeeze=False)
+    fig = Figure(figsize=(3 * len(shown), 3.4))
+    axes = fig.subplots(1, len(shown), squeeze=False)
     for ax, k in zip(axes[0], shown):
         up = torch.nn.functional.interpolate(mass[k][None, None], size=(H, W), mode='nearest')[0, 0]
         ax.imshow(image)
@@ -71,7 +70,6 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> 
     fig.suptitle(f'[CLS] -> patch attention over time (cyan: {mass_q:.0%} of the mass)')
     fig.tight_layout()
     fig.savefig(out / 'attention_over_time.png', dpi=100)
-    plt.close(fig)
 
     # [CLS] trajectory projection
     cls = states[:, 0, 0].float()  # (P + 1, D)
@@ -79,7 +77,8 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> 
     _, s, v = torch.linalg.svd(centred, full_matrices=False)
     proj = centred @ v[:2].T
     explained = (s[:2] ** 2 / (s ** 2).sum()).tolist()
-    fig, ax = plt.subplots(figsize=(5, 4.2))
+    fig = Figure(figsize=(5, 4.2))
+    ax = fig.subplots()
     ax.plot(proj[:, 0], proj[:, 1], color='0.6', lw=1)
     sc = ax.scatter(proj[:, 0], proj[:, 1], c=times, cmap='viridis', s=25, zorder=3)
     fig.colorbar(sc, ax=ax, label=unit)
@@ -88,12 +87,12 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> 
     ax.set_title('[CLS] trajectory (PCA projection)')
     fig.tight_layout()
     fig.savefig(out / 'trajectory_pca.png', dpi=100)
-    plt.close(fig)
 
     # displacement and energy
     disp = (states[1:] - states[:-1]).flatten(1).norm(dim=1)
     energy = states.flatten(1).pow(2).sum(1)
-    fig, ax1 = plt.subplots(figsize=(5.5, 4))
+    fig = Figure(figsize=(5.5, 4))
+    ax1 = fig.subplots()
     ax1.plot(times[1:], disp, 'o-', color='tab:blue')
     ax1.set_xlabel(unit)
     ax1.set_ylabel('displacement ‖X(t_k+1) − X(t_k)‖', color='tab:blue')
@@ -103,10 +102,10 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> 
     ax1.set_title('Per-step displacement and energy')
     fig.tight_layout()
     fig.savefig(out / 'dynamics.png', dpi=100)
-    plt.close(fig)
 
     # Lyapunov growth
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig = Figure(figsize=(5.5, 4))
+    ax = fig.subplots()
     ax.plot(range(1, len(growth) + 1), growth, 'o-')
     ax.axhline(0, color='0.5', lw=0.8)
     ax.set_xlabel('step')
@@ -114,7 +113,6 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> 
     ax.set_title(f'Tangent growth of the [CLS] trajectory: λ_max = {lam:.3f}')
     fig.tight_layout()
     fig.savefig(out / 'lyapunov.png', dpi=100)
-    plt.close(fig)
 
     probs = logits.softmax(-1)[0]
     summary = {

@@ -51,12 +51,12 @@ def read_summary(path: pathlib.Path) -> List[Dict[str, float]]:
 
 
 def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: str) -> None:
-    """Validation top-1 (and train loss) per epoch as a PNG."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    epochs = [int(r['epoch']) + 1 for r in rows]
-    fig, ax = plt.subplots(figsize=(5.5, 3.4), dpi=110)
+    """Validation top-1 (and train loss) per 1-based epoch as a PNG (a ``matplotlib.figure.Figure``:
+    pyplot's global state and backend are left alone)."""
+    from matplotlib.figure import Figure
+    epochs = [int(r['epoch']) + 1 for r in rows]  # train.py's epochs are 0-based
+    fig = Figure(figsize=(5.5, 3.4), dpi=110)
+    ax = fig.subplots()
     ax.plot(epochs, [r['eval_top1'] for r in rows], 'o-', color='C0', label='validation top-1')
     ax.set_xlabel('epoch')
     ax.set_ylabel('validation top-1 (%)', color='C0')
@@ -68,7 +68,6 @@ def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: 
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(out)
-    plt.close(fig)
 
 
 def _details(model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, Any]) -> List[tuple]:
