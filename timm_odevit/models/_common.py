@@ -3,6 +3,7 @@
 import contextlib
 import math
 import numbers
+import pathlib
 import re
 import traceback
 from typing import Dict, Optional, Tuple, Union
@@ -22,8 +23,23 @@ CIFAR100_STD = (0.2673, 0.2564, 0.2762)
 GLOBAL_POOL_TYPES = ('', 'token', 'avg', 'max', 'avgmax', 'map', 'prr')
 
 
-def cifar_cfg(url: str = '', **kwargs) -> Dict:
-    """timm pretrained cfg for a 32 px CIFAR-10 model (override num_classes / mean / std / input_size)."""
+PACKAGED_WEIGHTS_DIR = pathlib.Path(__file__).resolve().parents[1] / 'weights'
+
+
+def packaged_weights(name: str) -> pathlib.Path:
+    """Where the installed package keeps the released weights of ``name`` (``<model>.<tag>``): package data
+    ``timm_odevit/weights/<name>/model.safetensors``, a byte-for-byte copy of ``release/<name>/model.safetensors``."""
+    return PACKAGED_WEIGHTS_DIR / name / 'model.safetensors'
+
+
+def cifar_cfg(url: str = '', packaged: str = '', **kwargs) -> Dict:
+    """timm pretrained cfg for a 32 px CIFAR-10 model (override num_classes / mean / std / input_size).
+    ``packaged``: the ``<model>.<tag>`` whose weights ship inside the package (:func:`packaged_weights`): its
+    ``file``, which timm loads before ``hf_hub_id`` (an explicit ``hf-hub:`` name still goes to the Hub); left
+    out when the file is not installed, so timm falls back to ``hf_hub_id``."""
+    file = packaged_weights(packaged) if packaged else None
+    if file is not None and file.is_file():
+        kwargs = {'file': str(file), **kwargs}
     return {
         'url': url,
         'num_classes': 10,

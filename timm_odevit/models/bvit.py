@@ -230,7 +230,8 @@ _in1k = dict(num_classes=1000, input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_M
 
 # Released weights (release/<name>.<tag>/): trained with the default regime (recurrent, T = 12).
 default_cfgs = generate_default_cfgs({
-    'bvit_tiny_cifar.c10': _cfg(hf_hub_id='timm-odevit/bvit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
+    'bvit_tiny_cifar.c10': _cfg(
+        hf_hub_id='timm-odevit/bvit_tiny_cifar.c10', packaged='bvit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
     'bvit_small_cifar': _cfg(**_c100),
     'bvit_base_patch16_224': _cfg(**_in1k),
     'vit_tiny_cifar_flops_matched': _cfg(),

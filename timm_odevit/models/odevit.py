@@ -141,7 +141,8 @@ def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
 RELEASED_MODEL_ARGS = {'odevit_tiny_cifar.c10': dict(steps=6)}
 
 default_cfgs = generate_default_cfgs({
-    'odevit_tiny_cifar.c10': _cfg(hf_hub_id='timm-odevit/odevit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
+    'odevit_tiny_cifar.c10': _cfg(
+        hf_hub_id='timm-odevit/odevit_tiny_cifar.c10', packaged='odevit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
     'odevit_small_cifar': _cfg(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD),
     'odevit_small_patch16_224': _cfg(
         input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD),
