@@ -21,6 +21,32 @@ import tempfile
 
 IMAGE_EXTS = {'.png', '.jpg', '.jpeg', '.bmp', '.webp'}
 SETTINGS_FILE = 'holdout.json'
+_16_BIT_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N')
+
+
+def open_rgb(path) -> 'PIL.Image.Image':
+    """An image file as 8-bit RGB; ValueError naming the file when it cannot be read or converted faithfully.
+
+    16-bit greyscale (PNG ``I;16``) keeps its high byte — Pillow's own ``convert('RGB')`` clips it to white —,
+    palette images go through RGBA (their transparency index is dropped, not their colours); 32-bit integer
+    and float images, whose value range the file does not state, are refused.
+    """
+    from PIL import Image, UnidentifiedImageError
+    try:
+        with Image.open(path) as img:
+            img.load()
+            if img.mode in _16_BIT_MODES:
+                import numpy as np
+                grey = (np.asarray(img).astype(np.uint32) >> 8).astype(np.uint8)
+                return Image.fromarray(grey, mode='L').convert('RGB')
+            if img.mode in ('I', 'F'):
+                raise ValueError(f'{img.mode!r} ({"32-bit integer" if img.mode == "I" else "float"}) pixels have no '
+                                 'stated range; save it as 8- or 16-bit')
+            if img.mode in ('P', 'PA'):
+                img = img.convert('RGBA')
+            return img.convert('RGB')
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as e:
+        raise ValueError(f'cannot read image {str(path)!r}: {e}') from e
 
 
 def _check_destination(src: pathlib.Path, dst: pathlib.Path, settings: dict) -> None:
@@ -60,8 +86,9 @@ def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dic
 
     rng = random.Random(seed)
     plan = {}  # class -> (train files, val files)
-    for c in classes:
-        files = sorted(f.name for f in (train / c).iterdir() if f.suffix.lower() in IMAGE_EXTS)
+    for c in classes:  # images in nested folders of a class count, at their relative path
+        files = sorted(str(f.relative_to(train / c)) for f in (train / c).rglob('*')
+                       if f.suffix.lower() in IMAGE_EXTS and f.is_file())
         if len(files) <= val_per_class:
             raise ValueError(f'class {c!r} has {len(files)} images, cannot hold out {val_per_class} and keep one '
                              f'for training; use --val-per-class below {len(files)}')
@@ -75,6 +102,7 @@ def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dic
             for split, files in (('train', train_files), ('val', val_files)):
                 (tmp / split / c).mkdir(parents=True)
                 for f in files:
+                    (tmp / split / c / f).parent.mkdir(parents=True, exist_ok=True)
                     os.symlink(train / c / f, tmp / split / c / f)
         if (src / 'test').is_dir():
             os.symlink(src / 'test', tmp / 'test')
@@ -102,7 +130,7 @@ def main(argv=None):
     p.add_argument('--src', required=True, help='ImageFolder root with src/train/<class>/<image> (and src/test)')
     p.add_argument('--dst', required=True, help='new split root (outside --src)')
     p.add_argument('--val-per-class', type=int, default=500, help='validation images per class (>= 1)')
-    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--seed', type=int, default=0, help='seed of the random choice of validation images')
     args = p.parse_args(argv)
     try:
         counts = make_holdout_split(args.src, args.dst, args.val_per_class, args.seed)
