@@ -1,0 +1,218 @@
+"""The fastest correct train.py speed setting of this machine: fp32, bf16 autocast, channels_last (and both).
+
+    python -m timm_odevit.speed --config train_configs/X.yaml [--data-dir D] [--batch-size 32] [--updates 4]
+                                [--out speed.json]
+
+Each setting trains its own copy of the same initial weights on the same batches, one update at a time and
+interleaved (a load that changes during the measurement hits every setting alike); the time per update is the
+median after a warm-up update. The choice is the fastest setting whose mean training loss stays within 1 % of
+fp32's (a setting more than ``max_slowdown`` x slower than fp32 after its first timed update is dropped early).
+stdout: the flags for train.py (empty for fp32); stderr: the measurement; ``--out``: it as JSON.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+SETTINGS: Dict[str, Tuple[str, ...]] = {
+    'fp32': (),
+    'bf16': ('--amp', '--amp-dtype', 'bfloat16'),
+    'channels_last': ('--channels-last',),
+    'bf16+channels_last': ('--amp', '--amp-dtype', 'bfloat16', '--channels-last'),
+}
+REFERENCE = 'fp32'
+
+
+def choose(results: Dict[str, Dict[str, float]], tolerance: float = 0.01) -> str:
+    """The fastest setting whose loss is finite and within ``tolerance`` (relative) of fp32's.
+
+    ``results``: setting -> {'seconds': per update, 'loss': mean loss on the shared batches, 'dropped': reason
+    (optional; such a setting is not a candidate)}. A tie goes to the setting listed first (fp32 first)."""
+    if not 0 <= tolerance < 1:
+        raise ValueError(f'tolerance is a fraction of the fp32 loss in [0, 1), got {tolerance!r}')
+    if REFERENCE not in results:
+        raise ValueError(f'the measurement needs the {REFERENCE} reference; got {sorted(results)}')
+    ref = results[REFERENCE]['loss']
+    if not math.isfinite(ref):
+        raise ValueError(f'the fp32 loss is {ref}: the model or the batches are broken, no setting can be checked')
+    ok = [name for name, r in results.items() if not r.get('dropped') and math.isfinite(r['loss'])
+          and abs(r['loss'] - ref) <= tolerance * abs(ref) and math.isfinite(r['seconds'])]
+    order = list(results)
+    return min(ok, key=lambda name: (results[name]['seconds'], order.index(name)))
+
+
+def measure(make_step: Callable[[str], Callable], batches: Sequence, settings: Iterable[str] = tuple(SETTINGS),
+            timer: Callable[[], float] = time.perf_counter, warmup: int = 1,
+            max_slowdown: float = 2.0) -> Dict[str, Dict[str, float]]:
+    """Time ``make_step(setting)(batch) -> loss`` over ``batches``, the settings interleaved update by update.
+
+    Returns setting -> {'seconds' (median per update after ``warmup``), 'loss' (mean over the batches run),
+    'updates', 'dropped' (why a setting stopped early, or '')}."""
+    settings = list(settings)
+    if REFERENCE not in settings:
+        raise ValueError(f'settings must include {REFERENCE!r} (the reference), got {settings}')
+    unknown = [s for s in settings if s not in SETTINGS]
+    if unknown:
+        raise ValueError(f'unknown settings {unknown}; choose from {list(SETTINGS)}')
+    if len(batches) <= warmup:
+        raise ValueError(f'need more batches ({len(batches)}) than warm-up updates ({warmup}) to time anything')
+    steps = {name: make_step(name) for name in settings}
+    times: Dict[str, List[float]] = {name: [] for name in settings}
+    losses: Dict[str, List[float]] = {name: [] for name in settings}
+    dropped: Dict[str, str] = {}
+    for i, batch in enumerate(batches):
+        for name in settings:
+            if name in dropped:
+                continue
+            start = timer()
+            losses[name].append(float(steps[name](batch)))
+            times[name].append(timer() - start)
+        if i == warmup:  # the first timed update: drop what is far slower than fp32
+            ref = times[REFERENCE][-1]
+            for name in settings:
+                if name not in dropped and times[name][-1] > max_slowdown * ref:
+                    dropped[name] = f'{times[name][-1] / ref:.1f}x slower than fp32 per update'
+    out = {}
+    for name in settings:
+        timed = times[name][warmup:]
+        out[name] = {'seconds': statistics.median(timed), 'loss': sum(losses[name]) / len(losses[name]),
+                     'updates': len(losses[name]), 'dropped': dropped.get(name, '')}
+    return out
+
+
+def flags(setting: str) -> List[str]:
+    """train.py flags of a setting."""
+    if setting not in SETTINGS:
+        raise ValueError(f'unknown setting {setting!r}; choose from {list(SETTINGS)}')
+    return list(SETTINGS[setting])
+
+
+def cpu_features() -> List[str]:
+    """The CPU features that decide the rows of the speed table (from /proc/cpuinfo; [] elsewhere)."""
+    try:
+        with open('/proc/cpuinfo') as f:
+            present = set(next(line for line in f if line.startswith('flags')).split(':', 1)[1].split())
+    except (OSError, StopIteration):
+        return []
+    return [f for f in ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile') if f in present]
+
+
+# ---- the model and the batches ------------------------------------------------------------------
+def load_batches(data_dir: Optional[str], model, batch_size: int, count: int, split: str = 'train', seed: int = 0):
+    """``count`` batches of (images, labels): a seeded random choice of ``split`` images with the model's eval
+    preprocessing (no augmentation: every setting sees the same tensors), or seeded noise without a data dir."""
+    import torch
+    gen = torch.Generator().manual_seed(seed)
+    size = model.pretrained_cfg.get('input_size', (3, 32, 32))
+    n = batch_size * count
+    if not data_dir:
+        images = torch.randn(n, *size, generator=gen)
+        labels = torch.randint(0, model.num_classes, (n,), generator=gen)
+    else:
+        from timm.data import create_dataset, create_transform, resolve_data_config
+        dataset = create_dataset('', root=data_dir, split=split, is_training=False)
+        if len(dataset) < n:
+            raise ValueError(f'{data_dir}/{split} has {len(dataset)} images, fewer than {count} batches of {batch_size}')
+        dataset.transform = create_transform(**resolve_data_config(model=model), is_training=False)
+        picks = torch.randperm(len(dataset), generator=gen)[:n].tolist()
+        samples = [dataset[i] for i in picks]
+        images = torch.stack([s[0] for s in samples])
+        labels = torch.tensor([int(s[1]) for s in samples])
+    return [(images[i:i + batch_size], labels[i:i + batch_size]) for i in range(0, n, batch_size)]
+
+
+def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: str = 'cpu', seed: int = 0):
+    """``make_step`` for :func:`measure`: each setting trains its own copy of one initial model (AdamW,
+    cross-entropy), as train.py would run it with the setting's flags."""
+    import copy
+    import timm
+    import torch
+    import timm_odevit  # noqa: F401
+    torch.manual_seed(seed)
+    initial = timm.create_model(model_name, **model_kwargs).to(device)
+
+    def make_step(setting: str):
+        model = copy.deepcopy(initial).train()
+        channels_last = '--channels-last' in SETTINGS[setting]
+        dtype = torch.bfloat16 if '--amp' in SETTINGS[setting] else None
+        if channels_last:
+            model.to(memory_format=torch.channels_last)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+
+        def step(batch) -> float:
+            x, y = (t.to(device) for t in batch)
+            if channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            with torch.autocast(device_type=torch.device(device).type, dtype=dtype or torch.float32,
+                                enabled=dtype is not None):
+                out = model(x)
+                loss = torch.nn.functional.cross_entropy(out[-1] if isinstance(out, (list, tuple)) else out, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            return loss.item()  # synchronises a GPU: the timer sees the whole update
+        return step
+    return make_step, initial
+
+
+def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, updates: int = 4,
+           settings: Iterable[str] = tuple(SETTINGS), tolerance: float = 0.01, device: Optional[str] = None,
+           log=None) -> Dict:
+    """Measure the settings for the model of a train.py ``--config`` YAML; returns the record (choice, flags,
+    per-setting results, machine), also written to ``log``."""
+    import torch
+    import yaml
+    from .train import hardware
+    log = log or sys.stderr
+    cfg = yaml.safe_load(open(config)) or {}
+    if not isinstance(cfg, dict) or not cfg.get('model'):
+        raise ValueError(f'{config} is not a train.py config naming a model (key "model")')
+    if updates < 2 or batch_size < 1:
+        raise ValueError(f'need updates >= 2 (one warm-up, one timed) and batch_size >= 1; got {updates}, {batch_size}')
+    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    kwargs = dict(cfg.get('model_kwargs') or {}, num_classes=cfg.get('num_classes', 10))
+    make_step, model = model_steps(cfg['model'], kwargs, lr=float(cfg.get('lr', 5e-4)), device=device)
+    batches = load_batches(data_dir, model, batch_size, updates, split=cfg.get('train_split', 'train'))
+    results = measure(make_step, batches, settings)
+    choice = choose(results, tolerance)
+    record = {'choice': choice, 'flags': flags(choice), 'results': results, 'tolerance': tolerance,
+              'model': cfg['model'], 'model_kwargs': kwargs, 'batch_size': batch_size, 'updates': updates,
+              'data': data_dir or 'random noise (loss check weaker than on images)', 'device': device,
+              'hardware': hardware(), 'cpu_features': cpu_features(), 'torch': torch.__version__}
+    ref = results[REFERENCE]
+    for name, r in results.items():
+        print(f"speed: {name:>20}: {r['seconds'] * 1e3:8.1f} ms/update ({batch_size / r['seconds']:.1f} img/s), "
+              f"loss {r['loss']:.4f} ({100 * (r['loss'] / ref['loss'] - 1):+.2f} % vs fp32)"
+              + (f"; dropped: {r['dropped']}" if r['dropped'] else ''), file=log)
+    print(f"speed: chose {choice} ({' '.join(record['flags']) or 'no flags'}) on {record['hardware']}, "
+          f"CPU features {record['cpu_features']}", file=log)
+    return record
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description="Pick train.py's speed flags for this machine (printed on stdout).")
+    p.add_argument('--config', required=True, help='the train.py --config YAML of the run (model, model_kwargs)')
+    p.add_argument('--data-dir', default=None, help='ImageFolder root; without it the batches are noise')
+    p.add_argument('--batch-size', type=int, default=32)
+    p.add_argument('--updates', type=int, default=4, help='updates per setting, the first untimed')
+    p.add_argument('--settings', nargs='+', default=list(SETTINGS), choices=list(SETTINGS))
+    p.add_argument('--tolerance', type=float, default=0.01, help='loss within this fraction of fp32\'s')
+    p.add_argument('--device', default=None)
+    p.add_argument('--out', default=None, help='write the measurement here as JSON')
+    args = p.parse_args(argv)
+    try:
+        record = select(args.config, args.data_dir, args.batch_size, args.updates, args.settings, args.tolerance,
+                        args.device)
+    except (ValueError, OSError) as e:
+        raise SystemExit(f'error: {e}')
+    if args.out:
+        with open(args.out, 'w') as f:
+            json.dump(record, f, indent=1)
+    print(' '.join(record['flags']))
+
+
+if __name__ == '__main__':
+    main()
