@@ -6,9 +6,12 @@ first 4,500 training images of each class; the last 500 of each class (5,000) ar
 validation, and the 10,000 test images are evaluated once, after training. For the ODE-ViT the
 test accuracy is also measured at other inference step counts and solvers than it was trained
 with (robustness to the grid). Results accumulate in bench/results/accuracy_vs_params.json (one
-entry per model, so `--models` can run them one by one; `--seed N` adds `model@seedN` entries) and the plots accuracy_vs_params.png and inference_grid.png.
+entry per model, so `--models` can run them one by one; `--seed N` adds `model@seedN` entries) and
+the plots accuracy_vs_params.png and inference_grid.png. The seeds of one model measure the noise
+floor of this budget (docs/results.md): run every compared model with --seed 0, 1, 2, ...
 
-    python bench/accuracy_vs_params.py [--epochs 2] [--models odevit_tiny_cifar ...]
+    python bench/accuracy_vs_params.py [--epochs 2] [--models odevit_tiny_cifar ...] [--seed N]
+    python bench/accuracy_vs_params.py --models odevit_tiny_cifar vit_odevit_tiny_cifar_params_matched --seed 2
 """
 import argparse
 import json
@@ -26,7 +29,13 @@ from _util import RESULTS, gflops, seed_key, write_result
 
 # name -> (timm model, kwargs, what it is compared as)
 MODELS = {
-    'vit_tiny_cifar_params_matched': ('vit_tiny_cifar_params_matched', {}, 'discrete ViT, bViT/ODE-ViT params'),
+    # discrete ViTs matched to ODE-ViT (timm_odevit/models/baselines.py): its params, its FLOPs at 6 Euler steps
+    'vit_odevit_tiny_cifar_params_matched': ('vit_odevit_tiny_cifar_params_matched', {},
+                                             'discrete ViT, ODE-ViT params (4 blocks D 128)'),
+    'vit_odevit_tiny_cifar_flops_matched': ('vit_odevit_tiny_cifar_flops_matched', {},
+                                            'discrete ViT, ODE-ViT FLOPs at 6 Euler steps (6 blocks D 256)'),
+    # discrete ViT matched to bViT's parameters (0.46M: 82 % of ODE-ViT's), not to ODE-ViT's
+    'vit_tiny_cifar_params_matched': ('vit_tiny_cifar_params_matched', {}, 'discrete ViT, bViT params'),
     'odevit_tiny_cifar': ('odevit_tiny_cifar', {'steps': 6}, 'ODE-ViT, 6 Euler steps'),
     'odevit_tiny_cifar_layernorm': ('odevit_tiny_cifar', {'steps': 6, 'field_norm': 'layer'},
                                     'ODE-ViT, 6 Euler steps, LayerNorm field'),
