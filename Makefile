@@ -15,7 +15,7 @@ else
 DATA_ARGS := --data-dir $(CIFAR) --train-split train --val-split test
 endif
 
-.PHONY: install train test bench
+.PHONY: install train test bench docs
 
 install: $(STAMP)
 
@@ -33,3 +33,8 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	cd bench && for s in throughput solver_overhead memory_vs_steps model_table plots; do ../$(BIN)/python $$s.py || exit 1; done
+
+# README.md, docs/results.md and bench/README.md from docs/templates/ and the result files (bench/results/, release/)
+docs: $(STAMP)
+	cd bench && ../$(BIN)/python plots.py
+	$(BIN)/python docs/render.py

@@ -1,0 +1,869 @@
+"""Render README.md and docs/results.md from their templates and the result files (`make docs`).
+
+Every number in the generated docs comes from a file: bench/results/*.json (written by the scripts
+in bench/) or the release folders (release/<model>.<tag>/config.json, README.md, summary.csv,
+train_time.json). Prose lives in docs/templates/*.md.in; this script only fills it in. It imports
+neither torch nor timm_odevit (json, csv and the standard library only), so it runs in seconds.
+
+Template syntax (see docs/templates/README.md for how to add a section):
+
+    {{ table NAME }}          a whole line: the markdown table that TABLES[NAME](ctx) renders
+    {{ FILE:PATH }}           a value in bench/results/FILE.json; PATH is dot-separated keys or list
+    {{ FILE:PATH|FMT }}       indices (keys may contain '@'); FMT a Python format spec (default: as is)
+    {{ =NAME }}               a derived value (a difference, a mean, a verdict): VALUES[NAME](ctx)
+    {{ =NAME|FMT }}           (comparison values: =ID.delta / .floor / .verdict / .a / .b / .summary, ID in COMPARISONS)
+    {{ =runtime.SCRIPT }}     the median wall time per run recorded in bench/results/SCRIPT.json
+    {# ... #}                 a comment, dropped (may span lines)
+
+    python docs/render.py            # writes README.md, docs/results.md and bench/README.md
+    python docs/render.py --check    # exits 1 when a written file would change (what CI checks via git diff)
+"""
+import argparse
+import ast
+import csv
+import hashlib
+import json
+import math
+import pathlib
+import re
+import statistics
+import sys
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = ROOT / 'bench' / 'results'
+RELEASE = ROOT / 'release'
+TEMPLATES = ROOT / 'docs' / 'templates'
+OUTPUTS = {'README.md.in': ROOT / 'README.md', 'results.md.in': ROOT / 'docs' / 'results.md',
+           'bench_README.md.in': ROOT / 'bench' / 'README.md'}
+
+
+# ---- loading ----------------------------------------------------------------------------------------
+class Context:
+    """Cached access to the result files."""
+
+    def __init__(self, results: pathlib.Path = RESULTS, release: pathlib.Path = RELEASE):
+        self.results, self.release, self._cache = results, release, {}
+
+    def json(self, name: str) -> dict:
+        if name not in self._cache:
+            path = self.results / f'{name}.json'
+            if not path.exists():
+                raise FileNotFoundError(f'{path} is missing: run the bench script that writes it')
+            self._cache[name] = json.loads(path.read_text())
+        return self._cache[name]
+
+    def lookup(self, name: str, path: str):
+        value = self.json(name)
+        for part in path.split('.'):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        return value
+
+
+def base_name(key: str) -> str:
+    return key.rsplit('@seed', 1)[0]
+
+
+def seed_of(key: str, row: Optional[dict] = None) -> int:
+    if row is not None and row.get('seed') is not None:
+        return int(row['seed'])
+    return int(key.rsplit('@seed', 1)[1]) if '@seed' in key else 0
+
+
+def by_seed(items: Sequence[Tuple[str, dict]], value: Callable[[dict], float]) -> Dict[str, Dict[int, float]]:
+    """{recipe: {seed: value}} from (key, row) pairs keyed 'recipe' / 'recipe@seedN'."""
+    out: Dict[str, Dict[int, float]] = {}
+    for key, row in items:
+        out.setdefault(base_name(key), {})[seed_of(key, row)] = value(row)
+    return out
+
+
+# ---- statistics: the one rule -------------------------------------------------------------------------
+def mean(v: Sequence[float]) -> float:
+    return statistics.fmean(v)
+
+
+def spread(v: Sequence[float]) -> float:
+    return max(v) - min(v) if v else 0.
+
+
+def fmt_arm(v: Sequence[float], nd: int = 2) -> str:
+    """'50.44 ± 0.02 (2 seeds)' (mean ± sample std), or '46.14 (single run)'."""
+    if len(v) == 1:
+        return f'{v[0]:.{nd}f} (single run)'
+    return f'{mean(v):.{nd}f} ± {statistics.stdev(v):.{nd}f} ({len(v)} seeds)'
+
+
+class Budget:
+    """A training budget and the repeated runs of one recipe measured at it."""
+
+    def __init__(self, key: str, label: str, test_images: str, repeats: Callable[['Context'], Dict[str, List[float]]]):
+        self.key, self.label, self.test_images, self._repeats = key, label, test_images, repeats
+
+    def repeats(self, ctx: Context) -> Dict[str, List[float]]:
+        return {k: v for k, v in self._repeats(ctx).items() if len(v) >= 2}
+
+
+def _acc_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
+    return by_seed(ctx.json('accuracy_vs_params')['runs'].items(), lambda r: r['test_top1'])
+
+
+def _parity_stability_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
+    par = ctx.json('odevit_parity')['rows']
+    stab = ctx.json('odevit_stability')['rows']
+    arms: Dict[str, Dict[int, float]] = {}
+    for r in par:
+        arms.setdefault(f'odevit_parity {r["variant"]}', {})[r['seed']] = r['test_top1']
+    arms.update({f'odevit_stability {k}': v for k, v in
+                 by_seed([(r['variant'], r) for r in stab], lambda r: r['test_top1']).items()})
+    return arms
+
+
+def _repeats_10k(ctx: Context) -> Dict[str, List[float]]:
+    arms = _parity_stability_arms(ctx)
+    out = {k: list(v.values()) for k, v in arms.items()}
+    # the paper's default run by two scripts with the same recipe and seeds: one recipe, four runs
+    out['paper default: odevit_parity ours + odevit_stability centernorm_field'] = (
+        list(arms.get('odevit_parity ours', {}).values()) + list(arms.get('odevit_stability centernorm_field', {}).values()))
+    return out
+
+
+def _distill_small_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
+    return by_seed(ctx.json('distillation_small')['results'].items(), lambda r: r['top1'])
+
+
+def _rows_by(name: str, key: Callable[[dict], str], value: str = 'test_top1'):
+    def arms(ctx: Context) -> Dict[str, List[float]]:
+        rows = ctx.json(name)['rows']
+        return {k: list(v.values()) for k, v in by_seed([(key(r), r) for r in rows], lambda r: r[value]).items()}
+    return arms
+
+
+BUDGETS = {b.key: b for b in [
+    Budget('45k', '45k images, 2 epochs (`accuracy_vs_params`, `distillation_cifar10`)', '10,000',
+           lambda ctx: {k: list(v.values()) for k, v in _acc_arms(ctx).items()}),
+    Budget('10k', '10k images, 2 epochs (`odevit_parity`, `odevit_stability`)', '2,000', _repeats_10k),
+    Budget('15k', '15k images, 2 epochs (`odevit_ablation`)', '2,000', _rows_by('odevit_ablation', lambda r: r['variant'])),
+    Budget('4k-distill', '4k images, 3 epochs (`distillation_small`)', '2,000',
+           lambda ctx: {k: list(v.values()) for k, v in _distill_small_arms(ctx).items()}),
+    Budget('4k-bvit', '4k images, 2 epochs (`bvit_field_and_solver`)', '2,000',
+           _rows_by('bvit_field_and_solver', lambda r: f'{r["field"]} {r["method"]} {r["steps"]}')),
+    Budget('8k', '8k images, 3 epochs (`deep_supervision_horizon`)', '2,000',
+           lambda ctx: {k: list(v.values()) for k, v in by_seed(
+               ctx.json('deep_supervision_horizon')['runs'].items(),
+               lambda r: _at_iteration(r, ctx.json('deep_supervision_horizon')['trained_iterations'])).items()}),
+    Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)', '2,500 (validation)',
+           _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1')),
+]}
+
+
+def _at_iteration(run: dict, point: int) -> float:
+    return next(c['top1'] for c in run['accuracy_vs_iterations'] if c['point'] == point)
+
+
+def reference_floor(ctx: Context) -> Tuple[float, str, str]:
+    """N0: the largest range among recipes run >= 3 times at any budget (value, recipe, budget key)."""
+    best = (math.nan, '', '')
+    for b in BUDGETS.values():
+        for recipe, v in b.repeats(ctx).items():
+            if len(v) >= 3 and not spread(v) <= best[0]:
+                best = (spread(v), recipe, b.key)
+    return best
+
+
+def floor(ctx: Context, budget: str) -> Tuple[float, str]:
+    """The noise floor N of a budget and how it was obtained (the rule stated in docs/results.md)."""
+    reps = BUDGETS[budget].repeats(ctx)
+    own3 = [spread(v) for v in reps.values() if len(v) >= 3]
+    if own3:
+        return max(own3), 'measured here (≥ 3 runs of one recipe)'
+    n0 = reference_floor(ctx)[0]
+    own = max((spread(v) for v in reps.values()), default=0.)
+    if math.isnan(n0):
+        return own, 'measured here (2 runs)' if reps else 'not measured'
+    return (own, 'measured here (2 runs)') if own > n0 else (n0, 'N₀ (no recipe run ≥ 3 times here)')
+
+
+def compare(ctx: Context, budget: str, a: Sequence[float], b: Sequence[float]) -> dict:
+    delta = mean(a) - mean(b)
+    n, _ = floor(ctx, budget)
+    return {'delta': delta, 'floor': n, 'finding': abs(delta) > n,
+            'single': min(len(a), len(b)) == 1, 'seeds': (len(a), len(b))}
+
+
+def verdict_text(c: dict) -> str:
+    word = 'finding' if c['finding'] else 'within noise'
+    return word + (' (single run)' if c['single'] else '')
+
+
+# ---- comparisons: the arms each claim and finding is read from ----------------------------------------
+def acc(ctx: Context, name: str) -> List[float]:
+    return list(_acc_arms(ctx).get(name, {}).values())
+
+
+def acc_val(ctx: Context, name: str) -> List[float]:
+    return list(by_seed(ctx.json('accuracy_vs_params')['runs'].items(), lambda r: r['val_top1']).get(name, {}).values())
+
+
+def stab(ctx: Context, variant: str) -> List[float]:
+    return list(_parity_stability_arms(ctx).get(f'odevit_stability {variant}', {}).values())
+
+
+def parity(ctx: Context, variant: str) -> List[float]:
+    return list(_parity_stability_arms(ctx).get(f'odevit_parity {variant}', {}).values())
+
+
+def ablation(ctx: Context, variant: str) -> List[float]:
+    return _rows_by('odevit_ablation', lambda r: r['variant'])(ctx).get(variant, [])
+
+
+def dsmall(ctx: Context, name: str) -> List[float]:
+    return list(_distill_small_arms(ctx).get(name, {}).values())
+
+
+def distill45(ctx: Context, row: str) -> List[float]:
+    rows = ctx.json('distillation_cifar10')['rows']
+    return [r['test_top1'] for k, r in rows.items() if base_name(k) == row]
+
+
+def bvit_fs(ctx: Context, field: str, method: str) -> List[float]:
+    return [r['test_top1'] for r in ctx.json('bvit_field_and_solver')['rows'] if r['field'] == field and r['method'] == method]
+
+
+def ds(ctx: Context, run: str, point: Optional[int] = None) -> List[float]:
+    d = ctx.json('deep_supervision_horizon')
+    point = point or d['trained_iterations']
+    return [_at_iteration(r, point) for k, r in d['runs'].items() if base_name(k) == run]
+
+
+def recipe(ctx: Context, candidate: str) -> List[float]:
+    return [r['best_val_top1'] for r in ctx.json('recipe_study')['rows'] if r['candidate'] == candidate]
+
+
+def grid(ctx: Context, name: str, method: str, steps: int) -> List[float]:
+    out = []
+    for k, r in ctx.json('accuracy_vs_params')['runs'].items():
+        if base_name(k) == name and r.get('inference_grid_sweep'):
+            out += [g['top1'] for g in r['inference_grid_sweep']['test_top1'] if g['method'] == method and g['steps'] == steps]
+    return out
+
+
+# (id, what is compared, budget, arm A, arm B, command)
+COMPARISONS = [
+    ('odevit_vs_vit_odevit_params', '`odevit_tiny_cifar` vs the discrete ViT of **its** parameters (`vit_odevit_tiny_cifar_params_matched`)', '45k',
+     lambda c: acc(c, 'odevit_tiny_cifar'), lambda c: acc(c, 'vit_odevit_tiny_cifar_params_matched'),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar vit_odevit_tiny_cifar_params_matched --seed N'),
+    ('odevit_vs_vit_odevit_flops', '`odevit_tiny_cifar` vs the discrete ViT of its FLOPs at 6 steps (`vit_odevit_tiny_cifar_flops_matched`)', '45k',
+     lambda c: acc(c, 'odevit_tiny_cifar'), lambda c: acc(c, 'vit_odevit_tiny_cifar_flops_matched'),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar vit_odevit_tiny_cifar_flops_matched --seed N'),
+    ('odevit_vs_vit_bvit_params', '`odevit_tiny_cifar` (0.56M) vs the discrete ViT of **bViT\'s** parameters (`vit_tiny_cifar_params_matched`, 0.46M)', '45k',
+     lambda c: acc(c, 'odevit_tiny_cifar'), lambda c: acc(c, 'vit_tiny_cifar_params_matched'),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar vit_tiny_cifar_params_matched --seed N'),
+    ('bvit_vs_vit_params', '`bvit_tiny_cifar` vs the discrete ViT of its parameters (`vit_tiny_cifar_params_matched`)', '45k',
+     lambda c: acc(c, 'bvit_tiny_cifar'), lambda c: acc(c, 'vit_tiny_cifar_params_matched'),
+     'python bench/accuracy_vs_params.py --models bvit_tiny_cifar vit_tiny_cifar_params_matched --seed N'),
+    ('bvit_vs_vit_flops', '`bvit_tiny_cifar` vs the discrete ViT of its FLOPs (`vit_tiny_cifar_flops_matched`)', '45k',
+     lambda c: acc(c, 'bvit_tiny_cifar'), lambda c: acc(c, 'vit_tiny_cifar_flops_matched'),
+     'python bench/accuracy_vs_params.py --models bvit_tiny_cifar vit_tiny_cifar_flops_matched --seed N'),
+    ('layernorm_vs_centernorm_45k', 'LayerNorm field vs CenterNorm field (both without final norm)', '45k',
+     lambda c: acc(c, 'odevit_tiny_cifar_layernorm'), lambda c: acc(c, 'odevit_tiny_cifar'),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_layernorm odevit_tiny_cifar --seed N'),
+    ('final_norm_45k', 'CenterNorm field with a final LayerNorm † vs without', '45k',
+     lambda c: acc(c, 'odevit_tiny_cifar_final_norm'), lambda c: acc(c, 'odevit_tiny_cifar'),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_final_norm --seed N'),
+    ('distill_45k', 'trajectory-distilled `odevit_tiny_cifar` vs the same from scratch', '45k',
+     lambda c: distill45(c, 'distilled'), lambda c: distill45(c, 'scratch'),
+     'python bench/distillation_cifar10.py --student odevit_tiny_cifar --checkpoints checkpoints'),
+    ('grid_euler24', 'trained on euler 6, evaluated on euler 24 vs on euler 6 (2,000 test images)', '45k',
+     lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 24), lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 6),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar --seed N'),
+    ('grid_rk4_6', 'trained on euler 6, evaluated with rk4 6 vs euler 6 (2,000 test images)', '45k',
+     lambda c: grid(c, 'odevit_tiny_cifar', 'rk4', 6), lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 6),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar --seed N'),
+    ('parity', 'ours (registered defaults) vs the authors\' `ViTNeuralODE`', '10k',
+     lambda c: parity(c, 'ours'), lambda c: parity(c, 'reference'),
+     'python bench/odevit_parity.py --reference-dir ODE-ViT --seeds 0 1'),
+    ('layernorm_vs_centernorm_10k', 'LayerNorm field vs CenterNorm field', '10k',
+     lambda c: stab(c, 'layernorm_field'), lambda c: stab(c, 'centernorm_field'),
+     'python bench/odevit_stability.py --seed N'),
+    ('final_norm_10k', 'CenterNorm field with a final LayerNorm † vs without', '10k',
+     lambda c: stab(c, 'centernorm_field_final_norm'), lambda c: stab(c, 'centernorm_field'),
+     'python bench/odevit_stability.py --variants centernorm_field_final_norm'),
+    ('odevit_vs_anchor_10k', 'CenterNorm field vs the discrete ViT of bViT\'s parameters', '10k',
+     lambda c: stab(c, 'centernorm_field'), lambda c: stab(c, 'anchor_discrete_vit'),
+     'python bench/odevit_stability.py --seed N'),
+    ('ablation_anchor', 'paper default vs the discrete ViT of bViT\'s parameters', '15k',
+     lambda c: ablation(c, 'default'), lambda c: ablation(c, 'anchor_discrete_vit'),
+     'python bench/odevit_ablation.py --variants default anchor_discrete_vit'),
+    ('ablation_lr', 'lr 3e-4 vs the default lr 1e-3', '15k',
+     lambda c: ablation(c, 'lr_3e-4'), lambda c: ablation(c, 'default'),
+     'python bench/odevit_ablation.py --variants lr_3e-4'),
+    ('ablation_layernorm', 'LayerNorm field vs CenterNorm field', '15k',
+     lambda c: ablation(c, 'layernorm_field'), lambda c: ablation(c, 'default'),
+     'python bench/odevit_ablation.py --variants layernorm_field'),
+    ('distill_small', 'trajectory-distilled `odevit_tiny_cifar` (4 steps) vs from scratch', '4k-distill',
+     lambda c: dsmall(c, 'odevit_distilled'), lambda c: dsmall(c, 'odevit_scratch'),
+     'python bench/distillation_small.py --seed N'),
+    ('self_distill', 'odeified ViT: distilled from its own original vs CE fine-tuning', '4k-distill',
+     lambda c: dsmall(c, 'odeified_self_distilled'), lambda c: dsmall(c, 'odeified_ce_finetune'),
+     'python bench/distillation_small.py --seed N'),
+    ('naive_field', 'bViT ODE: naive field ż = B(z) vs state-subtracted ż = B(z) − z (Euler 12)', '4k-bvit',
+     lambda c: bvit_fs(c, 'naive', 'euler'), lambda c: bvit_fs(c, 'state_subtracted', 'euler'),
+     'python bench/bvit_field_and_solver.py --train-per-class 400'),
+    ('rk4_vs_euler', 'bViT ODE: rk4 3 steps vs euler 12 steps (12 block evaluations each)', '4k-bvit',
+     lambda c: bvit_fs(c, 'state_subtracted', 'rk4'), lambda c: bvit_fs(c, 'state_subtracted', 'euler'),
+     'python bench/bvit_field_and_solver.py --train-per-class 400'),
+    ('midpoint_vs_euler', 'bViT ODE: midpoint 6 steps vs euler 12 steps (12 block evaluations each)', '4k-bvit',
+     lambda c: bvit_fs(c, 'state_subtracted', 'midpoint'), lambda c: bvit_fs(c, 'state_subtracted', 'euler'),
+     'python bench/bvit_field_and_solver.py --train-per-class 400'),
+    ('ds_at_T', 'deep supervision vs plain, at the training horizon T', '8k',
+     lambda c: ds(c, 'deep_supervision'), lambda c: ds(c, 'plain'), 'python bench/deep_supervision_horizon.py'),
+    ('ds_at_4T', 'deep supervision vs plain, at 4·T iterations', '8k',
+     lambda c: ds(c, 'deep_supervision', 4 * c.json('deep_supervision_horizon')['trained_iterations']),
+     lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']),
+     'python bench/deep_supervision_horizon.py'),
+    ('plain_T_vs_4T', 'plain recurrence at 4·T vs at T', '8k',
+     lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']),
+     lambda c: ds(c, 'plain'), 'python bench/deep_supervision_horizon.py'),
+    ('recipe_no_jitter', 'release recipe without colour jitter vs with', 'recipe',
+     lambda c: recipe(c, 'no_jitter'), lambda c: recipe(c, 'base'),
+     'cd bench && python recipe_study.py --data ../data/cifar10_holdout --models odevit_tiny_cifar'),
+    ('recipe_mixup', 'release recipe + mixup/cutmix vs without', 'recipe',
+     lambda c: recipe(c, 'mixup_cutmix'), lambda c: recipe(c, 'base'),
+     'cd bench && python recipe_study.py --data ../data/cifar10_holdout --models odevit_tiny_cifar'),
+    ('recipe_randaug', 'release recipe + RandAugment vs without', 'recipe',
+     lambda c: recipe(c, 'randaug'), lambda c: recipe(c, 'base'),
+     'cd bench && python recipe_study.py --data ../data/cifar10_holdout --models odevit_tiny_cifar'),
+]
+COMPARISON = {c[0]: c for c in COMPARISONS}
+
+# The papers' claims: (claim, paper, comparison id, claimed sign of A − B: +1 / -1, or 0 for "no difference")
+CLAIMS = [
+    ('Trajectory distillation from a discrete teacher beats training from scratch', 'ODE-ViT', 'distill_45k', +1),
+    ('Trajectory distillation from a discrete teacher beats training from scratch', 'ODE-ViT', 'distill_small', +1),
+    ('ODE-ViT is competitive with a discrete ViT of its parameters', 'ODE-ViT', 'odevit_vs_vit_odevit_params', +1),
+    ('The number of steps can change at inference (robust to the grid): a finer Euler grid keeps accuracy', 'ODE-ViT', 'grid_euler24', +1),
+    ('Recurrence wins at matched parameter memory (bViT above a discrete ViT of its parameters)', 'bViT', 'bvit_vs_vit_params', +1),
+    ('The naive field ż = B(z) costs accuracy against the state-subtracted one', 'Crossroads', 'naive_field', -1),
+    ('Solver order at matched block evaluations changes accuracy (rk4 3 vs euler 12)', 'Crossroads', 'rk4_vs_euler', +1),
+    ('Deep supervision does not raise accuracy at the training horizon', 'Crossroads', 'ds_at_T', 0),
+    ('Deep supervision degrades less beyond the training horizon', 'Crossroads', 'ds_at_4T', +1),
+    ('Plain recurrence loses accuracy beyond the training horizon (the paper: collapses to near chance)',
+     'Crossroads', 'plain_T_vs_4T', -1),
+]
+
+
+def run_comparison(ctx: Context, cid: str) -> Optional[dict]:
+    _, what, budget, fa, fb, cmd = COMPARISON[cid]
+    a, b = fa(ctx), fb(ctx)
+    if not a or not b:
+        return None
+    return dict(compare(ctx, budget, a, b), a=a, b=b, what=what, budget=budget, command=cmd)
+
+
+def claim_verdict(c: Optional[dict], sign: int) -> str:
+    if c is None:
+        return 'not yet measured'
+    if not c['finding']:
+        return 'inconclusive (within noise)'
+    return 'confirmed' if c['delta'] * sign > 0 else 'contradicted'  # sign 0: any finding contradicts
+
+
+# ---- tables ---------------------------------------------------------------------------------------
+def md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
+    lines += ['| ' + ' | '.join(str(c) for c in r) + ' |' for r in rows]
+    return '\n'.join(lines)
+
+
+def _model_rows(ctx: Context, pred: Callable[[dict], bool]) -> List[dict]:
+    return [r for r in ctx.json('model_table')['rows'] if pred(r)]
+
+
+def _model_name(r: dict) -> str:
+    kw = r.get('model_kwargs') or {}
+    return f'`{r["model"]}`' + (' (' + ', '.join(f'{k}={v}' for k, v in kw.items()) + ')' if kw else '')
+
+
+def table_odevit_models(ctx: Context) -> str:
+    """One row per registered ODE-ViT: its registered default grid, and the GFLOPs at the trained grid (6 steps)."""
+    rows = _model_rows(ctx, lambda r: r['model'].startswith('odevit_'))
+    trained = {r['model']: r for r in rows if (r.get('model_kwargs') or {}).get('steps') == 6}
+    out = []
+    for r in rows:
+        if r.get('model_kwargs'):
+            continue
+        six = trained.get(r['model'], r if r['steps'] == 6 else None)
+        out.append([f'`{r["model"]}`', r['num_classes'], r['dim'], r['heads'], f'{r["mlp_ratio"]:g}', r['patch'],
+                    r['tokens'], f'{r["params_M"]:.3f}', f'{r["solver"]} {r["steps"]}', f'{r["gflops"]:.3f}',
+                    f'{six["gflops"]:.3f}' if six else '–'])
+    return md_table(['model', 'classes', 'D', 'heads', 'mlp ratio', 'patch', 'tokens', 'params (M)', 'registered grid',
+                     'GFLOPs', 'GFLOPs at euler 6 (trained grid)'], out)
+
+
+def table_bvit_models(ctx: Context) -> str:
+    rows = _model_rows(ctx, lambda r: not r['model'].startswith('odevit_'))
+    return md_table(['model', 'regime', 'D', 'heads', 'mlp ratio', 'patch', 'tokens', 'block evals', 'params (M)', 'GFLOPs'],
+                    [[_model_name(r), r['regime'], r['dim'], r['heads'], f'{r["mlp_ratio"]:g}', r['patch'], r['tokens'],
+                      r['block_evals'], f'{r["params_M"]:.3f}', f'{r["gflops"]:.3f}'] for r in rows])
+
+
+def table_odeify_params(ctx: Context) -> str:
+    return md_table(['model', 'blocks', 'params before (M)', 'odeify state_subtracted (M)', 'odeify odevit field (M)'],
+                    [[r['model'], r['blocks'], f'{r["params_M"]:.2f}', f'{r["state_subtracted_M"]:.2f}', f'{r["odevit_field_M"]:.2f}']
+                     for r in ctx.json('odeify_params')['rows']])
+
+
+# -- releases
+def _front_matter_metric(card: str, name: str) -> Optional[float]:
+    m = re.search(r'name: ' + re.escape(name) + r'\s*\n\s*value: ([0-9.]+)', card)
+    return float(m.group(1)) if m else None
+
+
+def _card_field(card: str, label: str) -> str:
+    for line in card.splitlines():
+        cells = [c.strip() for c in line.strip().strip('|').split('|')]
+        if len(cells) == 2 and cells[0].startswith(label):
+            return cells[1]
+    return '–'
+
+
+def releases(ctx: Context) -> List[dict]:
+    out = []
+    for folder in sorted(p for p in ctx.release.iterdir() if (p / 'config.json').exists()):
+        cfg = json.loads((folder / 'config.json').read_text())
+        card = (folder / 'README.md').read_text() if (folder / 'README.md').exists() else ''
+        m = re.search(r'--config (\S+)', card)
+        record = [f for f in ('summary.csv', 'train_time.json') if (folder / f).exists()]
+        epochs_logged = None
+        if (folder / 'summary.csv').exists():
+            with open(folder / 'summary.csv') as f:
+                epochs_logged = len(list(csv.DictReader(f)))
+        out.append(dict(
+            tag=folder.name, arch=cfg['architecture'], model_args=cfg.get('model_args', {}),
+            top1=_front_matter_metric(card, 'Top-1 accuracy'), top5=_front_matter_metric(card, 'Top-5 accuracy'),
+            params=_card_field(card, 'parameters'), depth=_card_field(card, 'depth'), epochs=_card_field(card, 'epochs'),
+            checkpoint=_card_field(card, 'checkpoint'), wall=_card_field(card, 'training wall time'),
+            config=m.group(1) if m else '–', record=record, epochs_logged=epochs_logged))
+    return out
+
+
+def table_releases(ctx: Context) -> str:
+    rows = []
+    for r in releases(ctx):
+        record = ', '.join(r['record']) or 'none'
+        if r['epochs_logged'] is not None:
+            record += f' ({r["epochs_logged"]} epochs logged)'
+        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{r["top1"]:.2f} / {r["top5"]:.2f}', r['epochs'],
+                     r['checkpoint'], r['wall'], f'`{r["config"]}`', record])
+    return md_table(['tag', 'params', 'depth', 'test top-1 / top-5 (%)', 'epochs', 'checkpoint', 'training (2 CPU cores)',
+                     'config', 'training record in the folder'], rows)
+
+
+# -- noise floor and verdicts
+def table_noise_floor(ctx: Context) -> str:
+    rows = []
+    for b in BUDGETS.values():
+        reps = b.repeats(ctx)
+        n, how = floor(ctx, b.key)
+        detail = '; '.join(f'{k}: {", ".join(f"{x:.2f}" for x in v)} (range {spread(v):.2f})' for k, v in reps.items()) or '–'
+        rows.append([b.label, b.test_images, detail, f'**{n:.2f}**', how])
+    return md_table(['budget', 'test images', 'repeated runs of one recipe (top-1 %)', 'noise floor N (points)', 'N from'], rows)
+
+
+def table_comparisons(ctx: Context, ids: Optional[Sequence[str]] = None) -> str:
+    rows = []
+    for cid in ids or COMPARISON:
+        c = run_comparison(ctx, cid)
+        what, budget = COMPARISON[cid][1], COMPARISON[cid][2]
+        if c is None:
+            rows.append([what, BUDGETS[budget].label.split(' (')[0], 'not yet run', '', '', '', 'not yet measured'])
+            continue
+        rows.append([what, BUDGETS[budget].label.split(' (')[0], fmt_arm(c['a']), fmt_arm(c['b']), f'{c["delta"]:+.2f}',
+                     f'{c["floor"]:.2f}', verdict_text(c)])
+    return md_table(['comparison (A vs B)', 'budget', 'A top-1 (%)', 'B top-1 (%)', 'Δ = A − B', 'N', 'verdict'], rows)
+
+
+def table_claims(ctx: Context) -> str:
+    rows = []
+    for claim, paper, cid, sign in CLAIMS:
+        c = run_comparison(ctx, cid)
+        _, what, budget, *_ , cmd = COMPARISON[cid]
+        seeds = '–' if c is None else ' / '.join(str(n) for n in c['seeds'])
+        delta = '–' if c is None else f'{c["delta"]:+.2f} (N {c["floor"]:.2f})'
+        rows.append([claim, paper, f'**{claim_verdict(c, sign)}**', what, BUDGETS[budget].label.split(' (')[0], seeds, delta, f'`{cmd}`'])
+    return md_table(['claim', 'paper', 'verdict at our budget', 'our comparison (A vs B)', 'budget', 'seeds A / B', 'Δ', 'command'], rows)
+
+
+# -- accuracy vs params
+ACC_LABELS = {
+    'vit_odevit_tiny_cifar_params_matched': 'discrete timm ViT, 4 blocks D 128: **ODE-ViT\'s params**',
+    'vit_odevit_tiny_cifar_flops_matched': 'discrete timm ViT, 6 blocks D 256: **ODE-ViT\'s FLOPs** at 6 Euler steps',
+    'vit_tiny_cifar_params_matched': 'discrete timm ViT, 4 blocks D 96: **bViT\'s params** (not ODE-ViT\'s)',
+    'bvit_tiny_cifar': 'one timm block D 192, 12 recurrent iterations',
+    'odevit_tiny_cifar': 'ODE-ViT D 256, 6 Euler steps, CenterNorm field, no final norm (the paper\'s)',
+    'odevit_tiny_cifar_layernorm': 'the same with a LayerNorm field (`field_norm=\'layer\'`)',
+    'odevit_tiny_cifar_final_norm': 'CenterNorm field, final LayerNorm †',
+    'odevit_tiny_cifar_layernorm_final_norm': 'LayerNorm field, final LayerNorm †',
+    'vit_tiny_cifar_flops_matched': 'discrete timm ViT, 12 blocks D 192: **bViT\'s FLOPs**',
+}
+
+
+def table_accuracy_vs_params(ctx: Context) -> str:
+    runs = ctx.json('accuracy_vs_params')['runs']
+    order = [k for k in ACC_LABELS if k in {base_name(n) for n in runs}] + sorted(
+        {base_name(n) for n in runs} - set(ACC_LABELS))
+    rows = []
+    for name in order:
+        first = next(r for k, r in runs.items() if base_name(k) == name)
+        val, test = acc_val(ctx, name), acc(ctx, name)
+        rows.append([f'`{name}`', ACC_LABELS.get(name, first.get('role', '')), f'{first["params_M"]:.3f}', f'{first["gflops"]:.3f}',
+                     len(test), ' / '.join(f'{v:.2f}' for v in val), ' / '.join(f'{v:.2f}' for v in test), fmt_arm(test)])
+    return md_table(['model', 'what', 'params (M)', 'GFLOPs', 'seeds', 'val top-1 per seed', 'test top-1 per seed',
+                     'test top-1 mean ± std'], rows)
+
+
+def table_inference_grid(ctx: Context) -> str:
+    runs = ctx.json('accuracy_vs_params')['runs']
+    swept = [(k, r) for k, r in runs.items() if r.get('inference_grid_sweep')]
+    cols = [(g['method'], g['steps'], g['block_evals']) for g in swept[0][1]['inference_grid_sweep']['test_top1']]
+    header = ['run (trained: euler 6)', 'seed'] + [f'{m} {s} ({e} evals)' for m, s, e in cols]
+    rows = []
+    for k, r in swept:
+        vals = {(g['method'], g['steps']): g['top1'] for g in r['inference_grid_sweep']['test_top1']}
+        rows.append([f'`{base_name(k)}`', seed_of(k, r)] + [f'{vals[(m, s)]:.2f}' if (m, s) in vals else '–' for m, s, _ in cols])
+    return md_table(header, rows)
+
+
+def table_parity(ctx: Context) -> str:
+    rows = []
+    for r in ctx.json('odevit_parity')['rows']:
+        rows.append([r['implementation'], r['seed'], 'yes' if r['final_norm'] else 'no', f'{r["params_M"]:.4f}',
+                     f'{r["test_top1"]:.2f}', f'{r["state_rms"][0]:.2f} → {r["state_rms"][-1]:.2f}'])
+    return md_table(['implementation', 'seed', 'final norm', 'params (M)', 'test top-1 (%)', 'state RMS t = 0 → 1'], rows)
+
+
+def table_stability(ctx: Context) -> str:
+    rows = []
+    for r in ctx.json('odevit_stability')['rows']:
+        fin = r.get('final')
+        rows.append([r['variant'].split('@')[0], seed_of(r['variant'], r), f'{r["test_top1"]:.2f}',
+                     f'{fin["state_rms"][0]:.2f} → {fin["state_rms"][-1]:.2f}' if fin else '—',
+                     f'{fin["attn_entropy"][0]:.2f} → {fin["attn_entropy"][-1]:.2f}' if fin else '—',
+                     '† old token init' if 'note' in r else ''])
+    return md_table(['variant', 'seed', 'test top-1 (%)', 'state RMS t_0 → t_end', 'attention entropy t_0 → t_end (nats)', 'note'], rows)
+
+
+def table_ablation(ctx: Context) -> str:
+    return md_table(['variant', 'model', 'kwargs', 'lr', 'test top-1 (%)'],
+                    [[r['variant'], f'`{r["model"]}`', f'`{json.dumps(r["kwargs"])}`', r['lr'], f'{r["test_top1"]:.2f}']
+                     for r in ctx.json('odevit_ablation')['rows']])
+
+
+DSMALL_LABELS = {
+    'teacher_discrete_vit': 'teacher: `vit_tiny_cifar_params_matched` (bViT\'s params), 6 epochs',
+    'odevit_scratch': '`odevit_tiny_cifar` (4 Euler steps) from scratch, CE',
+    'odevit_distilled': 'the same, trajectory-distilled from the teacher',
+    'odeified_at_conversion': 'teacher odeified (one shared block, init `mean`), no training',
+    'odeified_ce_finetune': 'odeified, CE fine-tune',
+    'odeified_self_distilled': 'odeified, distilled from its own discrete original',
+}
+
+
+def table_distillation_small(ctx: Context) -> str:
+    arms = _distill_small_arms(ctx)
+    return md_table(['run', 'top-1 per seed (%)', 'mean ± std'],
+                    [[DSMALL_LABELS.get(k, k), ' / '.join(f'{v[s]:.2f}' for s in sorted(v)), fmt_arm(list(v.values()))]
+                     for k, v in arms.items()])
+
+
+def table_distillation_cifar10(ctx: Context) -> str:
+    rows = []
+    for k, r in ctx.json('distillation_cifar10')['rows'].items():
+        rows.append([k, f'`{r["model"]}`', f'{r["val_top1"]:.2f}' if 'val_top1' in r else '–', f'{r["test_top1"]:.2f}',
+                     f'{r["train_s"]:.0f}' if 'train_s' in r else '–'])
+    return md_table(['run', 'model', 'val top-1 (%)', 'test top-1 (%)', 'train time (s)'], rows)
+
+
+def table_bvit_field_solver(ctx: Context) -> str:
+    return md_table(['field', 'solver', 'steps', 'block evals', 'test top-1, trained grid', 'euler 24', 'rk4 12'],
+                    [[r['field'], r['method'], r['steps'], r['block_evals'], f'{r["test_top1"]:.2f}',
+                      f'{r["test_top1_euler24"]:.2f}', f'{r["test_top1_rk412"]:.2f}']
+                     for r in ctx.json('bvit_field_and_solver')['rows']])
+
+
+def table_deep_supervision(ctx: Context) -> str:
+    d = ctx.json('deep_supervision_horizon')
+    t = d['trained_iterations']
+    points = [1, t // 4, t // 2, 3 * t // 4, t, 3 * t // 2, 2 * t, 3 * t, 4 * t]
+    return md_table(['iterations'] + [str(p) for p in points],
+                    [[k] + [f'{_at_iteration(r, p):.2f}' for p in points] for k, r in d['runs'].items()])
+
+
+def table_recipe_study(ctx: Context) -> str:
+    rows = ctx.json('recipe_study')['rows']
+    return md_table(['model', 'candidate', 'extra train.py args', 'best val top-1 (%)', 'val top-1 per epoch'],
+                    [[f'`{r["model"]}`', r['candidate'], f'`{r["extra_args"]}`' if r['extra_args'] else '–',
+                      f'{r["best_val_top1"]:.2f}', ' → '.join(f'{v:.1f}' for v in r['val_top1_per_epoch'])] for r in rows])
+
+
+def table_throughput(ctx: Context) -> str:
+    return md_table(['model', 'solver', 'mode', 'block evals', 'inference ODE / discrete', 'train step ODE / discrete',
+                     'ODE train step (img/s)'],
+                    [[r['model'], r['solver'], r['mode'], r['block_evals'], f'{r["inference"]["ratio"]:.3f}',
+                      f'{r["train_step"]["ratio"]:.3f}', f'{r["train_step"]["ode_img_per_s"]:.0f}']
+                     for r in ctx.json('throughput')['rows']])
+
+
+def table_solver_overhead(ctx: Context) -> str:
+    res = ctx.json('solver_overhead')['results']
+    return md_table(['', 'plain loop', '`ContinuousDepthStack` (end point only)', 'torchdiffeq asked for the whole grid'],
+                    [[mode, f'{res[mode]["loop"]["ratio_vs_loop"]:.3f}', f'{res[mode]["odeblock"]["ratio_vs_loop"]:.3f}',
+                      f'{res[mode]["full_grid"]["ratio_vs_loop"]:.3f}'] for mode in ('inference', 'train_step')])
+
+
+def table_train_speed(ctx: Context) -> str:
+    rows = ctx.json('train_speed')['rows']
+    out = []
+    for r in rows:
+        if 'images_per_s' in r:
+            ips = f'{r["images_per_s"]:.2f}'
+        else:
+            ips = f'< {r["images_per_s_below"]:.2f}'
+        stopped = f'stopped after {r["stopped_after_s"]} s' if 'stopped_after_s' in r else ''
+        out.append([f'`{r["model"]}`', r['setting'], f'`{r["extra_args"]}`' if r['extra_args'] else '–', ips,
+                    f'{r["wall_s"]:.0f}', stopped])
+    return md_table(['model', 'setting', 'train.py args', 'images/s', 'wall (s)', ''], out)
+
+
+def table_memory(ctx: Context) -> str:
+    return md_table(['Euler steps', 'direct backprop (MiB)', 'grad checkpointing (MiB)', 'adjoint (MiB)'],
+                    [[r['steps'], f'{r["direct"]:.0f}', f'{r["grad_checkpointing"]:.0f}', f'{r["adjoint"]:.0f}']
+                     for r in ctx.json('memory_vs_steps')['rows']])
+
+
+def _walk_seconds(o, keys=('train_s', 'wall_s', 'train_seconds')) -> List[float]:
+    out = []
+    if isinstance(o, dict):
+        for k, v in o.items():
+            if k in keys and isinstance(v, (int, float)):
+                out.append(float(v))
+            else:
+                out += _walk_seconds(v, keys)
+    elif isinstance(o, list):
+        for v in o:
+            out += _walk_seconds(v, keys)
+    return out
+
+
+def runtime(ctx: Context, script: str) -> str:
+    """bench/README's time column: the median wall time per run that a script's JSON records."""
+    secs = _walk_seconds(ctx.json(script))
+    if not secs:
+        return 'not recorded in the JSON'
+    med = statistics.median(secs)
+    per = f'{med / 60:.0f} min' if med >= 90 else f'{med:.0f} s'
+    return f'{per} per run (median of {len(secs)} runs in the JSON)' if len(secs) > 1 else f'{per} (one run in the JSON)'
+
+
+def _recorded_seconds(d: dict) -> float:
+    return sum(_walk_seconds(d))
+
+
+def _count_runs(d: dict) -> int:
+    return len(_walk_seconds(d))
+
+
+TABLES: Dict[str, Callable[[Context], str]] = {
+    'odevit_models': table_odevit_models,
+    'bvit_models': table_bvit_models,
+    'odeify_params': table_odeify_params,
+    'releases': table_releases,
+    'noise_floor': table_noise_floor,
+    'comparisons': table_comparisons,
+    'claims': table_claims,
+    'accuracy_vs_params': table_accuracy_vs_params,
+    'inference_grid': table_inference_grid,
+    'parity': table_parity,
+    'stability': table_stability,
+    'ablation': table_ablation,
+    'distillation_small': table_distillation_small,
+    'distillation_cifar10': table_distillation_cifar10,
+    'bvit_field_solver': table_bvit_field_solver,
+    'deep_supervision': table_deep_supervision,
+    'recipe_study': table_recipe_study,
+    'throughput': table_throughput,
+    'solver_overhead': table_solver_overhead,
+    'train_speed': table_train_speed,
+    'memory': table_memory,
+}
+
+
+# ---- derived values ------------------------------------------------------------------------------------
+def _cmp_value(cid: str, field: str) -> Callable[[Context], object]:
+    def value(ctx: Context):
+        c = run_comparison(ctx, cid)
+        if c is None:
+            return 'not yet measured (no run in the JSON)'
+        return {'delta': c['delta'], 'floor': c['floor'], 'verdict': verdict_text(c), 'a': fmt_arm(c['a']),
+                'b': fmt_arm(c['b']), 'abs_delta': abs(c['delta']),
+                'summary': f'{fmt_arm(c["a"])} vs {fmt_arm(c["b"])}: Δ = {c["delta"]:+.2f}, {verdict_text(c)}'}[field]
+    return value
+
+
+def _model_row(name: str, key: str, **kwargs) -> Callable[[Context], object]:
+    def value(ctx: Context):
+        return next(r[key] for r in ctx.json('model_table')['rows']
+                    if r['model'] == name and (r.get('model_kwargs') or {}) == kwargs)
+    return value
+
+
+def _release(tag: str, key: str) -> Callable[[Context], object]:
+    return lambda ctx: next(r[key] for r in releases(ctx) if r['tag'] == tag)
+
+
+def _inspect_value(ctx: Context, key: str):
+    d = json.loads((ROOT / 'docs' / 'inspect_cat' / 'summary.json').read_text())
+    return d[key]
+
+
+def _inspect_provenance(ctx: Context) -> str:
+    """Which weights docs/inspect_cat/summary.json was computed from, checked against the release."""
+    prov = ROOT / 'docs' / 'inspect_cat' / 'provenance.json'
+    if not prov.exists():
+        return 'Weights not recorded (re-run the command above to refresh the figures)'
+    p = json.loads(prov.read_text())
+    weights = ROOT / p['weights']
+    if not weights.exists() or hashlib.sha256(weights.read_bytes()).hexdigest() != p['sha256']:
+        return (f'Computed from earlier weights than today\'s `{p["weights"]}` (sha256 {p["sha256"][:12]}…; '
+                'run the command above to refresh)')
+    tag = pathlib.Path(p['weights']).parent.name
+    top1 = next((r['top1'] for r in releases(ctx) if r['tag'] == tag), None)
+    return f'The released `{tag}` ({top1:.2f} % test top-1), by the command above'
+
+
+def _claims_summary(ctx: Context) -> str:
+    counts: Dict[str, int] = {}
+    for _, _, cid, sign in CLAIMS:
+        v = claim_verdict(run_comparison(ctx, cid), sign).split(' (')[0]
+        counts[v] = counts.get(v, 0) + 1
+    return ', '.join(f'{n} {v}' for v, n in counts.items())
+
+
+def _bibtex(key: str) -> str:
+    """The BibTeX the model cards print (timm_odevit/model_card.py CITATIONS), read without importing it."""
+    tree = ast.parse((ROOT / 'timm_odevit' / 'model_card.py').read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, 'id', None) == 'CITATIONS' for t in node.targets):
+            return ast.literal_eval(node.value)[key]
+    raise KeyError('CITATIONS not found in timm_odevit/model_card.py')
+
+
+def _authors(bibtex: str) -> str:
+    """'Last, First and ...' of a BibTeX entry as 'First Last, ...' (the README names the authors the cards cite)."""
+    field = re.search(r'author\s*=\s*\{(.*?)\},', bibtex, re.S).group(1)
+    names = [' '.join(reversed([p.strip() for p in a.split(',', 1)])) for a in field.split(' and ')]
+    return ', '.join(names)
+
+
+def _n0(ctx: Context, i: int):
+    return reference_floor(ctx)[i]
+
+
+VALUES: Dict[str, Callable[[Context], object]] = {
+    'odevit_tiny_default_steps': _model_row('odevit_tiny_cifar', 'steps'),
+    'inspect_provenance': _inspect_provenance,
+    'claims_summary': _claims_summary,
+    'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),
+    'authors_odevit': lambda c: _authors(_bibtex('arXiv:2511.16501')),
+    'n0': lambda c: _n0(c, 0),
+    'n0_recipe': lambda c: _n0(c, 1),
+    'n0_budget': lambda c: BUDGETS[_n0(c, 2)].label,
+    'n0_runs': lambda c: len(BUDGETS[_n0(c, 2)].repeats(c)[_n0(c, 1)]),
+    'n0_values': lambda c: ', '.join(f'{v:.2f}' for v in BUDGETS[_n0(c, 2)].repeats(c)[_n0(c, 1)]),
+    'acc_budget': lambda c: c.lookup('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget'),
+    'odevit_tiny_params': _model_row('odevit_tiny_cifar', 'params_M'),
+    'odevit_tiny_gflops_6': _model_row('odevit_tiny_cifar', 'gflops', steps=6),
+    'vit_odevit_params_params': _model_row('vit_odevit_tiny_cifar_params_matched', 'params_M'),
+    'vit_odevit_flops_params': _model_row('vit_odevit_tiny_cifar_flops_matched', 'params_M'),
+    'vit_odevit_flops_gflops': _model_row('vit_odevit_tiny_cifar_flops_matched', 'gflops'),
+    'vit_bvit_params_params': _model_row('vit_tiny_cifar_params_matched', 'params_M'),
+    'vit_bvit_params_gflops': _model_row('vit_tiny_cifar_params_matched', 'gflops'),
+    'inspect_mass_first': lambda c: _inspect_value(c, 'mass_patches')[0],
+    'inspect_mass_last': lambda c: _inspect_value(c, 'mass_patches')[-1],
+    'inspect_entropy_first': lambda c: _inspect_value(c, 'cls_attention_entropy')[0],
+    'inspect_entropy_last': lambda c: _inspect_value(c, 'cls_attention_entropy')[-1],
+    'inspect_lyapunov': lambda c: _inspect_value(c, 'lyapunov_exponent'),
+    'inspect_norm_first': lambda c: math.sqrt(_inspect_value(c, 'energy')[0]),
+    'inspect_norm_last': lambda c: math.sqrt(_inspect_value(c, 'energy')[-1]),
+    'inspect_growth': lambda c: math.sqrt(_inspect_value(c, 'energy')[-1] / _inspect_value(c, 'energy')[0]),
+}
+for _cid in COMPARISON:
+    for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary'):
+        VALUES[f'{_cid}.{_field}'] = _cmp_value(_cid, _field)
+for _tag in ('odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10'):
+    for _key in ('top1', 'top5', 'params', 'epochs', 'wall', 'config', 'checkpoint'):
+        VALUES[f'{_tag}.{_key}'] = _release(_tag, _key)
+
+
+# ---- rendering -----------------------------------------------------------------------------------------
+PLACEHOLDER = re.compile(r'\{\{\s*(.+?)\s*\}\}')
+COMMENT = re.compile(r'\{#.*?#\}\n?', re.S)
+
+
+def _format(value, fmt: Optional[str]) -> str:
+    if fmt:
+        return format(value, fmt)
+    if isinstance(value, float):
+        return f'{value:.2f}'
+    return str(value)
+
+
+def substitute(expr: str, ctx: Context) -> str:
+    expr, _, fmt = expr.partition('|')
+    expr, fmt = expr.strip(), fmt.strip() or None
+    if expr.startswith('table '):
+        name, *args = expr[len('table '):].split()
+        return TABLES[name](ctx, *args) if args else TABLES[name](ctx)
+    if expr.startswith('=runtime.'):
+        return runtime(ctx, expr[len('=runtime.'):])
+    if expr.startswith('='):
+        return _format(VALUES[expr[1:]](ctx), fmt)
+    name, sep, path = expr.partition(':')
+    if not sep:
+        raise KeyError(f'unknown placeholder {{{{ {expr} }}}}: use FILE:PATH, =NAME or table NAME')
+    return _format(ctx.lookup(name, path), fmt)
+
+
+def render(template: str, ctx: Context, source: str = '') -> str:
+    def repl(m):
+        try:
+            return substitute(m.group(1), ctx)
+        except Exception as e:  # name the placeholder: a template error must be easy to find
+            raise RuntimeError(f'{source}: {{{{ {m.group(1)} }}}}: {type(e).__name__}: {e}') from e
+    body = PLACEHOLDER.sub(repl, COMMENT.sub('', template))
+    note = (f'<!-- Generated by `make docs` (docs/render.py) from docs/templates/{source} and the result files; '
+            f'edit the template, not this file. -->\n')
+    return note + body
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--check', action='store_true', help='write nothing; exit 1 if a generated file would change')
+    args = p.parse_args(argv)
+    ctx = Context()
+    stale = []
+    for name, out in OUTPUTS.items():
+        text = render((TEMPLATES / name).read_text(), ctx, name)
+        if out.exists() and out.read_text() == text:
+            continue
+        stale.append(out.relative_to(ROOT))
+        if not args.check:
+            out.write_text(text)
+    for path in stale:
+        print(('stale: ' if args.check else 'wrote ') + str(path))
+    return 1 if args.check and stale else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
