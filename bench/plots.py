@@ -22,14 +22,21 @@ def _save(fig, ax, name):
 
 
 def accuracy_vs_params(result):
+    """One point per model: the mean test top-1 over its seeds (``name@seedN`` keys), bars = min..max."""
     fig, ax = _figure()
+    models = {}
     for name, r in result['runs'].items():
-        ax.scatter(r['params_M'], r['test_top1'], marker='o' if r['family'] == 'discrete' else 's', s=50)
-        ax.annotate(f'{name}\n{r["gflops"]:.2f} GFLOPs', (r['params_M'], r['test_top1']), fontsize=7,
+        models.setdefault(name.rsplit('@seed', 1)[0], []).append(r)
+    for name, runs in models.items():
+        r, top1 = runs[0], [x['test_top1'] for x in runs]
+        mean = sum(top1) / len(top1)
+        ax.errorbar(r['params_M'], mean, yerr=[[mean - min(top1)], [max(top1) - mean]],
+                    marker='o' if r['family'] == 'discrete' else 's', ms=7, capsize=3)
+        ax.annotate(f'{name}\n{r["gflops"]:.2f} GFLOPs, {len(top1)} seed(s)', (r['params_M'], mean), fontsize=7,
                     xytext=(4, 4), textcoords='offset points')
     ax.set_xscale('log')
-    ax.set(xlabel='parameters (M, log)', ylabel='CIFAR-10 test top-1 (%)')
-    ax.set_title('same recipe and epochs (CPU-sized budget)', fontsize=9)
+    ax.set(xlabel='parameters (M, log)', ylabel='CIFAR-10 test top-1 (%), mean over seeds')
+    ax.set_title('same recipe and epochs (CPU-sized budget); bars: seed range', fontsize=9)
     return _save(fig, ax, 'accuracy_vs_params.png')
 
 
