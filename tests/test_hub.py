@@ -88,7 +88,7 @@ def test_hf_hub_path_offline_from_the_cache(exported):
     _same_logits(timm.create_model('hf-hub:timm-odevit/odevit_tiny_cifar.test', pretrained=True), model)
     # a registered name whose pretrained_cfg carries the hf_hub_id goes through the same download code
     registered = timm.create_model('odevit_tiny_cifar', pretrained=True, solver='rk4', steps=3,
-                                   pretrained_cfg_overlay=dict(hf_hub_id='timm-odevit/odevit_tiny_cifar.test'))
+                                   pretrained_cfg_overlay=dict(hf_hub_id='timm-odevit/odevit_tiny_cifar.test', file=None))
     _same_logits(registered, model)
 
 
@@ -238,3 +238,50 @@ def test_every_code_block_of_the_card_runs_as_written(exported, capsys):
     top5 = re.search(r"\[\('(\w+)', ", out)
     assert top5 and top5.group(1) in json.loads((folder / 'config.json').read_text())['label_names']
     assert 'torch.Size([1, 256])' in out  # the embedding
+
+
+# ---- loading never unpickles arbitrary objects -------------------------------------------------------------
+class _WritesAMarker:
+    """Unpickling this runs os.system: what a crafted checkpoint can do under weights_only=False."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f'touch {self.marker}',)
+
+
+def test_crafted_checkpoint_is_refused_without_running_anything(tmp_path, capsys):
+    marker = tmp_path / 'ran'
+    model = timm.create_model('odevit_tiny_cifar', steps=2)
+    crafted = tmp_path / 'crafted.pth.tar'
+    torch.save({'arch': 'odevit_tiny_cifar', 'args': _WritesAMarker(marker), 'state_dict': model.state_dict()}, crafted)
+    with pytest.raises(ValueError, match=r'crafted.pth.tar.*(posix|os)\.system.*refused'):
+        hub.model_from_checkpoint(str(crafted))
+    with pytest.raises(SystemExit):
+        hub.export_main([str(crafted), str(tmp_path / 'out'), '--eval-dir', str(tmp_path)])
+    assert re.search(r'odevit-export: error: checkpoint .*crafted.pth.tar.*refused', capsys.readouterr().err)
+    assert not marker.exists() and not (tmp_path / 'out').exists()
+
+
+def test_train_checkpoint_with_its_args_loads_weights_only(tmp_path):
+    model = timm.create_model('odevit_tiny_cifar', steps=2)
+    args = argparse.Namespace(model='odevit_tiny_cifar', model_kwargs={'steps': 2}, model_ema=False)
+    torch.save({'arch': 'odevit_tiny_cifar', 'args': args, 'epoch': 4, 'state_dict': model.state_dict()},
+               tmp_path / 'c.pth.tar')
+    loaded, info = hub.model_from_checkpoint(str(tmp_path / 'c.pth.tar'))
+    assert info['epoch'] == 4 and info['model_kwargs']['steps'] == 2 and not info['ema']
+    _same_logits(loaded, model)
+    assert argparse.Namespace not in torch.serialization.get_safe_globals()  # allowed for that one load only
+
+
+@pytest.mark.parametrize('make,words', [
+    (lambda p: p.mkdir(), 'is a directory'),
+    (lambda p: None, 'does not exist'),
+    (lambda p: p.write_bytes(b'PK\x03\x04 truncated'), 'not a readable PyTorch checkpoint'),
+])
+def test_unreadable_checkpoints_name_the_file(tmp_path, make, words):
+    path = tmp_path / 'c.pth.tar'
+    make(path)
+    with pytest.raises((ValueError, OSError), match=f'{path}.*{words}|{words}'):
+        hub.load_checkpoint_file(path)

@@ -14,49 +14,116 @@ import argparse
 import json
 import os
 import pathlib
+import pickle
 import shutil
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from .model_card import LEARNING_CURVE, TRAINING_LOG, model_card, plot_learning_curve, read_summary
-from .models._common import check_state_dict, upgrade_state_dict
+from .models._common import CIFAR10_LABELS, check_state_dict, upgrade_state_dict
 
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
 
 
 # ---- checkpoints --------------------------------------------------------------------------------
-def model_from_checkpoint(checkpoint: str, use_ema: bool = False, model_name: Optional[str] = None,
+# the only non-tensor types a timm train.py checkpoint holds (its ``args``); allowed for one load at a time
+TRAIN_CHECKPOINT_GLOBALS = (argparse.Namespace,)
+
+
+def load_checkpoint_file(path, what: str = 'checkpoint') -> Any:
+    """Read a train.py checkpoint / state dict (``.pth``, ``.pth.tar``, ``.safetensors``) without unpickling
+    arbitrary objects: ``torch.load(weights_only=True)`` with :data:`TRAIN_CHECKPOINT_GLOBALS` allowed in
+    torch's ``safe_globals`` context only. A file holding anything else is refused before any of it runs;
+    missing, directory, truncated or corrupt files raise errors that name the file."""
+    path = str(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f'{what} {path!r} is a directory, not a checkpoint file')
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'{what} {path!r} does not exist')
+    if path.endswith('.safetensors'):
+        from safetensors.torch import load_file
+        try:
+            return load_file(path)
+        except Exception as e:  # safetensors raises its own error type for truncated / corrupt files
+            raise ValueError(f'{what} {path!r} is corrupt or truncated: {e}') from e
+    try:
+        with torch.serialization.safe_globals(list(TRAIN_CHECKPOINT_GLOBALS)):
+            return torch.load(path, map_location='cpu', weights_only=True)
+    except pickle.UnpicklingError as e:
+        try:
+            unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+        except Exception:  # not a zip checkpoint: the scan itself fails
+            unsafe = []
+        if unsafe:
+            raise ValueError(
+                f'{what} {path!r} holds objects other than tensors and train.py arguments ({", ".join(unsafe)}); '
+                'refused without loading them (unpickling would run their code). Re-save only its state_dict '
+                'from code you trust') from None
+        raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint (truncated or corrupt?): {e}') from None
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError) as e:
+        raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint (truncated or corrupt?): '
+                         f'{type(e).__name__}: {e}') from None
+
+
+def _state_dict_of(ckpt: Dict[str, Any], key: str, checkpoint: str) -> Dict[str, torch.Tensor]:
+    """``ckpt[key]`` with DDP's 'module.' stripped and earlier parameter names mapped to today's."""
+    state = ckpt[key]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f'{checkpoint!r}: {key!r} is not a state dict of tensors')
+    return upgrade_state_dict({k[len('module.'):] if k.startswith('module.') else k: v for k, v in state.items()})
+
+
+def selected_weights(ckpt: Dict[str, Any]) -> str:
+    """Which weights a train.py run selected on: 'ema' when it validated its EMA weights (--model-ema without
+    --model-ema-force-cpu: train.py then logs and checkpoints by the EMA's metric), else 'raw'."""
+    if not isinstance(ckpt.get('state_dict_ema'), dict):
+        return 'raw'
+    args = ckpt.get('args')  # train.py writes state_dict_ema only with --model-ema, and validates it unless on CPU
+    return 'raw' if getattr(args, 'model_ema_force_cpu', False) else 'ema'
+
+
+def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model_name: Optional[str] = None,
                           model_kwargs: Optional[Dict[str, Any]] = None):
     """Rebuild the model of a train.py checkpoint (architecture and --model-kwargs from its args)
-    and load its weights strictly. Returns (model, info)."""
+    and load its weights strictly. ``use_ema``: None (default) takes the weights the run selected on
+    (:func:`selected_weights`), True / False the EMA / raw weights. Returns (model, info)."""
     import timm
     import timm_odevit  # noqa: F401
-    if not os.path.isfile(checkpoint):
-        raise FileNotFoundError(f'checkpoint {checkpoint!r} does not exist')
-    ckpt = torch.load(checkpoint, map_location='cpu', weights_only=False)
+    ckpt = load_checkpoint_file(checkpoint)
     if not isinstance(ckpt, dict):
         raise ValueError(f'{checkpoint!r} is not a train.py checkpoint (got {type(ckpt).__name__})')
+    if 'state_dict' not in ckpt and all(isinstance(v, torch.Tensor) for v in ckpt.values()):
+        ckpt = {'state_dict': ckpt}  # a bare state dict: the architecture must come from model_name
     args = ckpt.get('args')
     name = model_name or ckpt.get('arch') or getattr(args, 'model', None)
     if name is None:
         raise ValueError(f'{checkpoint!r} names no architecture; pass model_name')
     kwargs = dict(getattr(args, 'model_kwargs', None) or {})
     kwargs.update(model_kwargs or {})
+    if use_ema is None:
+        use_ema = selected_weights(ckpt) == 'ema'
     key = 'state_dict_ema' if use_ema else 'state_dict'
     if key not in ckpt:
         raise KeyError(f'{checkpoint!r} has no {key!r} (keys: {sorted(ckpt)}); '
                        f'{"train with --model-ema" if use_ema else "is it a train.py checkpoint?"}')
-    state = upgrade_state_dict({k[len('module.'):] if k.startswith('module.') else k: v for k, v in ckpt[key].items()})
+    state = _state_dict_of(ckpt, key, checkpoint)
     head = state.get('head.weight')
     if head is not None:
         kwargs.setdefault('num_classes', head.shape[0])
+    if getattr(args, 'in_chans', None) is not None:  # train.py passes --in-chans to create_model
+        kwargs.setdefault('in_chans', args.in_chans)
     model = timm.create_model(name, pretrained=False, **kwargs)
     check_state_dict(model, state, source=checkpoint)
     model.load_state_dict(state)
-    info = {'architecture': name, 'model_kwargs': kwargs, 'epoch': ckpt.get('epoch'), 'ema': use_ema,
+    # the registered cfg's class names describe the released weights, not this run's: the evaluation names them
+    model.pretrained_cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in ('label_names', 'label_descriptions')}
+    epoch = ckpt.get('epoch')
+    info = {'architecture': name, 'model_kwargs': kwargs, 'epoch': epoch, 'ema': use_ema,
+            'selected': selected_weights(ckpt), 'metric': ckpt.get('metric'),
+            'epoch_1based': None if epoch is None else int(epoch) + 1,
             'train_args': _plain_args(args)}
     return model.eval(), info
 
@@ -75,86 +142,230 @@ def _plain_args(args) -> Dict[str, Any]:
 
 
 # ---- evaluation ---------------------------------------------------------------------------------
+def image_folder(data_dir: str, split: str) -> Tuple[List[str], List[Tuple[str, int]]]:
+    """(classes, [(image path, class index)]) of ``data_dir/split`` as timm's ImageFolder reader sees it;
+    ValueError naming the folder when it is missing, empty, or holds images outside class folders."""
+    from timm.data.readers.reader_image_folder import find_images_and_targets
+    folder = pathlib.Path(data_dir) / split
+    if not folder.is_dir():
+        have = sorted(p.name for p in pathlib.Path(data_dir).iterdir() if p.is_dir()) \
+            if pathlib.Path(data_dir).is_dir() else None
+        raise ValueError(f'no split {split!r}: {folder} is not a folder'
+                         + (f' ({data_dir} has {have})' if have is not None else f' ({data_dir} does not exist)'))
+    samples, class_to_idx = find_images_and_targets(str(folder))
+    if not samples:
+        raise ValueError(f'no images in {folder} (expected an ImageFolder: {folder}/<class>/<image>)')
+    if '' in class_to_idx:
+        loose = next(path for path, target in samples if target == class_to_idx[''])
+        raise ValueError(f'{folder} holds images outside class folders (e.g. {loose}): expected {folder}/<class>/<image>')
+    return sorted(class_to_idx, key=class_to_idx.get), samples
+
+
+def check_classes(model: torch.nn.Module, classes: List[str], where: str) -> None:
+    """ValueError unless the ImageFolder ``classes`` are the model's: as many as its head has outputs, and its
+    ``label_names`` (when its pretrained cfg has them) in the same order."""
+    num_classes = getattr(model, 'num_classes', None)
+    if num_classes != len(classes):
+        raise ValueError(f'{where} has {len(classes)} classes ({_short(classes)}) but the model classifies '
+                         f'{num_classes}: evaluate it on the dataset it was trained for')
+    names = (getattr(model, 'pretrained_cfg', None) or {}).get('label_names')
+    if names and list(names) != list(classes):
+        raise ValueError(f'{where} classes {_short(classes)} are not the model\'s label_names {_short(names)}')
+
+
+def _short(items, n: int = 4) -> str:
+    items = list(items)
+    return str(items[:n])[:-1] + (f', … {len(items)} in all]' if len(items) > n else ']')
+
+
+class _CheckedImages(torch.utils.data.Dataset):
+    """(image, class) of a list of files; an unreadable image raises naming the file (timm's dataset logs it
+    and silently returns the next image instead, so counts and accuracy would be wrong)."""
+
+    def __init__(self, samples: List[Tuple[str, int]], transform):
+        self.samples, self.transform = samples, transform
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int):
+        from .data import open_rgb
+        path, target = self.samples[index]
+        return self.transform(open_rgb(path)), target
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_size: int = 250,
-             workers: int = 2) -> Dict[str, float]:
-    """Top-1/top-5 (%) on an ImageFolder split with the model's own preprocessing (timm data pipeline)."""
-    return evaluate_together({'model': model}, data_dir, split, batch_size, workers)['model']
+             workers: int = 2, device: str = 'cpu', progress: bool = False) -> Dict[str, Any]:
+    """Top-1/top-5 (%) on an ImageFolder split with the model's own preprocessing (timm's eval transform);
+    the result also says what was evaluated: split, classes, image count, NFE."""
+    return evaluate_together({'model': model}, data_dir, split, batch_size, workers, device, progress)['model']
 
 
 @torch.no_grad()
 def evaluate_together(models: Dict[str, torch.nn.Module], data_dir: str, split: str = 'test', batch_size: int = 250,
-                      workers: int = 2) -> Dict[str, Dict[str, float]]:
+                      workers: int = 2, device: str = 'cpu', progress: bool = False) -> Dict[str, Dict[str, Any]]:
     """:func:`evaluate` of several models that share one preprocessing, in one pass over the images."""
-    from timm.data import create_dataset, create_loader, resolve_data_config
+    from timm.data import create_transform, resolve_data_config
+    from tqdm import tqdm
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f'batch_size must be an integer >= 1, got {batch_size!r}')
     configs = {name: resolve_data_config(model=m) for name, m in models.items()}
     data_config = next(iter(configs.values()))
     if any(c != data_config for c in configs.values()):
         raise ValueError(f'the models preprocess differently ({configs}); evaluate them one at a time')
-    dataset = create_dataset('', root=data_dir, split=split, is_training=False)
-    if len(dataset) == 0:
-        raise ValueError(f'no images in {data_dir}/{split}')
-    loader = create_loader(dataset, input_size=data_config['input_size'], batch_size=batch_size,
-                           interpolation=data_config['interpolation'], mean=data_config['mean'],
-                           std=data_config['std'], crop_pct=data_config['crop_pct'], num_workers=workers,
-                           use_prefetcher=False)
+    classes, samples = image_folder(data_dir, split)
+    for m in models.values():
+        check_classes(m, classes, str(pathlib.Path(data_dir) / split))
+    transform = create_transform(**{k: data_config[k] for k in ('input_size', 'interpolation', 'mean', 'std',
+                                                                  'crop_pct', 'crop_mode') if k in data_config})
+    loader = torch.utils.data.DataLoader(_CheckedImages(samples, transform), batch_size=batch_size,
+                                         num_workers=workers)
+    device = torch.device(device)
+    for m in models.values():
+        m.eval().to(device)
     counts = {name: [0, 0] for name in models}
     total = 0
-    for x, y in loader:
-        for name, model in models.items():
-            top5 = model.eval()(x).topk(5, dim=-1).indices
-            counts[name][0] += (top5[:, 0] == y).sum().item()
-            counts[name][1] += (top5 == y[:, None]).any(-1).sum().item()
-        total += y.numel()
+    try:
+        for x, y in tqdm(loader, desc=f'evaluating {split}', unit='batch', disable=not progress, file=sys.stderr):
+            x, y = x.to(device), y.to(device)
+            for name, model in models.items():
+                top5 = model(x).topk(min(5, model.num_classes), dim=-1).indices
+                counts[name][0] += (top5[:, 0] == y).sum().item()
+                counts[name][1] += (top5 == y[:, None]).any(-1).sum().item()
+            total += y.numel()
+    except ValueError as e:  # an unreadable image (re-raised by a worker with its traceback in the message)
+        raise ValueError(str(e).strip().splitlines()[-1].removeprefix('ValueError: ')) from None
     return {name: {'top1': 100. * c1 / total, 'top5': 100. * c5 / total, 'images': total,
-                   'nfe': int(getattr(models[name], 'nfe', 0))} for name, (c1, c5) in counts.items()}
+                   'nfe': int(getattr(models[name], 'nfe', 0)), 'split': split, 'classes': classes,
+                   'data_dir': str(data_dir)} for name, (c1, c5) in counts.items()}
 
 
 # ---- export -------------------------------------------------------------------------------------
-def export(checkpoint: str, out_dir: str, use_ema: bool = False, eval_dir: Optional[str] = None,
-           eval_split: str = 'test', repo_id: Optional[str] = None, dataset: str = 'cifar10',
-           train_command: Optional[str] = None, model_kwargs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+EXPORT_FILES = MODEL_FILES + (TRAINING_LOG, LEARNING_CURVE)
+KNOWN_DATASETS = {'cifar10': ('CIFAR-10', CIFAR10_LABELS), 'cifar100': ('CIFAR-100', 100)}
+
+
+def resolve_dataset(dataset: Optional[str], classes: List[str], eval_dir: str) -> Tuple[str, str]:
+    """(Hub dataset id, display name) of the evaluation: ``dataset`` checked against the evaluated classes
+    for the known ones, else recognised from the classes (CIFAR-10), else the eval folder's name."""
+    if dataset is None:
+        dataset = 'cifar10' if tuple(classes) == CIFAR10_LABELS else None
+    if dataset is None:
+        name = pathlib.Path(eval_dir).resolve().name
+        return name, name
+    known = KNOWN_DATASETS.get(dataset.lower())
+    if known is None:
+        return dataset, dataset
+    display, expected = known
+    fits = len(classes) == expected if isinstance(expected, int) else tuple(classes) == expected
+    if not fits:
+        raise ValueError(f'--dataset {dataset} does not describe the evaluated folder {eval_dir}: it has '
+                         f'{len(classes)} classes {_short(classes)}, {display} has '
+                         f'{expected if isinstance(expected, int) else len(expected)}')
+    return dataset.lower(), display
+
+
+def _check_out_dir(out: pathlib.Path) -> None:
+    """The export target must be a new folder, an empty one, or an earlier export (whose files it replaces)."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f'out_dir {out} is a file, not a folder')
+    if out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES)
+        if foreign:
+            raise ValueError(f'out_dir {out} holds files an export does not write ({_short(foreign)}); '
+                             'choose a new or empty folder (an earlier export is replaced as a whole)')
+
+
+def _replace_folder(staging: pathlib.Path, out: pathlib.Path) -> None:
+    """Swap the complete ``staging`` folder in as ``out``; files of an earlier export do not linger."""
+    if not out.exists():
+        staging.rename(out)
+        return
+    old = staging.with_name(staging.name + '.old')
+    out.rename(old)
+    try:
+        staging.rename(out)
+    except BaseException:
+        old.rename(out)
+        raise
+    shutil.rmtree(old)
+
+
+def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_dir: Optional[str] = None,
+           eval_split: str = 'test', repo_id: Optional[str] = None, dataset: Optional[str] = None,
+           train_command: Optional[str] = None, model_kwargs: Optional[Dict[str, Any]] = None,
+           device: str = 'cpu', batch_size: int = 250, workers: int = 2, progress: bool = False) -> Dict[str, Any]:
     """train.py checkpoint -> Hub folder (model.safetensors, config.json with the classes' label_names, README.md
     model card; the run's summary.csv copied and drawn as learning_curve.png, training time from its
-    train_time.json).
-    Returns the metrics."""
+    train_time.json). ``use_ema`` None: the weights the run selected on (EMA with --model-ema). The card's
+    split, dataset, classes and image count are those of the evaluation. Returns the metrics."""
     from timm.models import save_for_hf
-    model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
-    if repo_id:
-        model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
     if not eval_dir:
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
     out = pathlib.Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f'.{out.name}.partial-'))
-    classes = sorted(p.name for p in (pathlib.Path(eval_dir) / eval_split).iterdir() if p.is_dir())
-    model_config = {'label_names': classes} if len(classes) == model.num_classes else {}
+    _check_out_dir(out)
+    if repo_id:
+        check_repo_id(repo_id)
+    model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
+    classes, _ = image_folder(eval_dir, eval_split)
+    check_classes(model, classes, str(pathlib.Path(eval_dir) / eval_split))
+    _check_training_classes(info['train_args'], classes, str(pathlib.Path(eval_dir) / eval_split))
+    metrics = evaluate(model, eval_dir, eval_split, batch_size=batch_size, workers=workers, device=device,
+                       progress=progress)
+    model.cpu()
+    metrics['dataset'], metrics['dataset_name'] = resolve_dataset(dataset, classes, eval_dir)
+    if repo_id:
+        model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
     run_dir = pathlib.Path(checkpoint).parent
     if (run_dir / 'train_time.json').is_file():
         info['train_time'] = json.loads((run_dir / 'train_time.json').read_text())
-    try:  # written and verified in a staging folder: a failure leaves out_dir as it was
-        # model args: the model's own record (timm's); label names: the ImageFolder's classes, in its order
-        save_for_hf(model, staging, model_config=model_config, safe_serialization=True)
-        metrics = evaluate(model, eval_dir, eval_split)
+    info['checkpoint_file'] = pathlib.Path(checkpoint).name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # written and verified in a staging folder after the (long) evaluation: a failure leaves out_dir as it was
+    staging = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f'.{out.name}.partial-'))
+    try:
+        save_for_hf(model, staging, model_config={'label_names': classes}, safe_serialization=True)
         name = repo_id.split('/')[-1] if repo_id else info['architecture']
-        files = list(MODEL_FILES)
+        curve = log = False
         if (run_dir / TRAINING_LOG).is_file():  # the run's per-epoch record travels with the weights
             shutil.copy(run_dir / TRAINING_LOG, staging / TRAINING_LOG)
-            files.append(TRAINING_LOG)
+            log = True
             if _has_matplotlib():
                 plot_learning_curve(read_summary(run_dir / TRAINING_LOG), staging / LEARNING_CURVE,
                                     f'{name}: validation top-1 per epoch')
-                files.append(LEARNING_CURVE)
+                curve = True
         (staging / 'README.md').write_text(model_card(
-            name, model, metrics, info, dataset, repo_id, train_command=train_command,
-            learning_curve=LEARNING_CURVE in files, training_log=TRAINING_LOG in files))
+            name, model, metrics, info, metrics['dataset'], repo_id, train_command=train_command,
+            learning_curve=curve, training_log=log))
         verify_folder(staging)
-        out.mkdir(exist_ok=True)
-        for f in files:
-            os.replace(staging / f, out / f)
+        _replace_folder(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging.with_name(staging.name + '.old'), ignore_errors=True)
     return metrics
+
+
+def _check_training_classes(train_args: Dict[str, Any], classes: List[str], where: str) -> None:
+    """When the run's training ImageFolder is still there, its classes must be the evaluated ones."""
+    data_dir, split = train_args.get('data_dir'), train_args.get('train_split') or 'train'
+    if not data_dir or train_args.get('dataset') or not (pathlib.Path(data_dir) / split).is_dir():
+        return
+    trained = sorted(p.name for p in (pathlib.Path(data_dir) / split).iterdir() if p.is_dir())
+    if trained and trained != list(classes):
+        raise ValueError(f'{where} classes {_short(classes)} are not those the model was trained on '
+                         f'({pathlib.Path(data_dir) / split}: {_short(trained)})')
+
+
+def check_repo_id(repo_id: str) -> None:
+    """ValueError unless ``repo_id`` is a Hub model id huggingface_hub accepts (ORG/NAME)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as e:
+        raise ValueError(f'--repo-id {repo_id!r} is not a valid Hub repo id: {e}') from None
+    if repo_id.count('/') != 1:
+        raise ValueError(f'--repo-id {repo_id!r} must be ORG/NAME')
 
 
 def _has_matplotlib() -> bool:
@@ -192,6 +403,8 @@ def verify_folder(folder) -> None:
     import timm_odevit  # noqa: F401
     from safetensors.torch import load_file
     folder = pathlib.Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f'{folder} is not a model folder ({"a file" if folder.exists() else "it does not exist"})')
     missing = [f for f in MODEL_FILES if not (folder / f).is_file()]
     if missing:
         raise ValueError(f'{folder} is not a complete model folder: missing {missing}')
@@ -205,6 +418,12 @@ def verify_folder(folder) -> None:
     kwargs.setdefault('num_classes', config.get('num_classes'))
     model = timm.create_model(architecture, pretrained=False, **kwargs)
     check_state_dict(model, state, source=str(folder / 'model.safetensors'))
+    labels = config.get('label_names', config.get('pretrained_cfg', {}).get('label_names'))
+    if labels is not None and (not isinstance(labels, list) or not all(isinstance(n, str) for n in labels)
+                               or len(labels) != model.num_classes):
+        raise ValueError(f'{folder / "config.json"}: label_names must be a list of {model.num_classes} names, one per '
+                         f'output of the head, got {_short(labels) if isinstance(labels, list) else repr(labels)}'
+                         + (f' ({len(labels)} names)' if isinstance(labels, list) else ''))
 
 
 # ---- publish / cache ----------------------------------------------------------------------------
@@ -212,6 +431,7 @@ def publish(folder: str, repo_id: str, private: bool = False, dry_run: bool = Fa
             commit_message: str = 'Add timm_odevit model') -> List[str]:
     """Upload a verified folder with huggingface_hub. The token comes from HF_TOKEN or `hf auth login`
     and is never printed or written. Returns the uploaded file names."""
+    check_repo_id(repo_id)
     verify_folder(folder)
     files = sorted(p.name for p in pathlib.Path(folder).iterdir() if p.is_file())
     if dry_run:
@@ -241,31 +461,76 @@ def install_in_hf_cache(folder, repo_id: str, cache_dir: Optional[str] = None, r
 
 
 # ---- command line -------------------------------------------------------------------------------
+CLI_ERRORS = (ValueError, KeyError, TypeError, OSError, RuntimeError)
+
+
+def _message(e: BaseException) -> str:
+    return e.args[0] if isinstance(e, KeyError) and e.args and isinstance(e.args[0], str) else str(e) or repr(e)
+
+
+def export_parser() -> argparse.ArgumentParser:
+    """odevit-export's command line."""
+    p = argparse.ArgumentParser(
+        prog='odevit-export', description='Export a train.py checkpoint as a Hugging Face Hub model folder: weights, '
+        'config.json and a model card whose accuracy is measured here on --eval-dir/--eval-split.')
+    p.add_argument('checkpoint', help='train.py checkpoint (model_best.pth.tar / last.pth.tar of a run folder)')
+    p.add_argument('out_dir', help='folder to write (new, empty, or an earlier export, which is replaced)')
+    weights = p.add_mutually_exclusive_group()
+    weights.add_argument('--ema', action='store_true', default=None,
+                         help='export the EMA weights (default: the weights the run selected on: EMA with --model-ema)')
+    weights.add_argument('--raw', dest='ema', action='store_false', help='export the raw (non-EMA) weights')
+    p.add_argument('--eval-dir', required=True, help='ImageFolder root (DIR/SPLIT/<class>/<image>) to measure the '
+                   "model-card accuracy on; its classes must be the model's")
+    p.add_argument('--eval-split', default='test', help='split folder of --eval-dir to evaluate (default: test)')
+    p.add_argument('--repo-id', default=None, help='ORG/NAME the folder will be published as (goes into the card)')
+    p.add_argument('--dataset', default=None, help='Hub dataset id for the card (default: recognised from the '
+                   'evaluated classes, e.g. cifar10, else the --eval-dir folder name); checked against the classes')
+    p.add_argument('--train-command', default=None, help='the training command line, quoted in the card')
+    p.add_argument('--device', default='cpu', help='device to evaluate on (cpu, cuda, cuda:1, ...)')
+    p.add_argument('--batch-size', type=int, default=250, help='evaluation batch size (default: 250)')
+    p.add_argument('--workers', type=int, default=2, help='data loading processes (default: 2)')
+    return p
+
+
 def export_main(argv=None) -> None:
-    p = argparse.ArgumentParser(description='Export a train.py checkpoint as a Hugging Face Hub model folder.')
-    p.add_argument('checkpoint')
-    p.add_argument('out_dir')
-    p.add_argument('--ema', action='store_true', help='export the EMA weights')
-    p.add_argument('--eval-dir', required=True, help='ImageFolder root to measure the model-card accuracy')
-    p.add_argument('--eval-split', default='test')
-    p.add_argument('--repo-id', default=None, help='ORG/NAME the folder will be published as')
-    p.add_argument('--dataset', default='cifar10')
-    p.add_argument('--train-command', default=None)
+    p = export_parser()
     args = p.parse_args(argv)
-    metrics = export(args.checkpoint, args.out_dir, use_ema=args.ema, eval_dir=args.eval_dir,
-                     eval_split=args.eval_split, repo_id=args.repo_id, dataset=args.dataset,
-                     train_command=args.train_command)
-    print(json.dumps(metrics))
+    if args.batch_size < 1:
+        p.error(f'--batch-size must be >= 1, got {args.batch_size}')
+    if args.workers < 0:
+        p.error(f'--workers must be >= 0, got {args.workers}')
+    try:
+        torch.device(args.device)
+    except RuntimeError as e:
+        p.error(f'--device {args.device!r}: {e}')
+    try:
+        metrics = export(args.checkpoint, args.out_dir, use_ema=args.ema, eval_dir=args.eval_dir,
+                         eval_split=args.eval_split, repo_id=args.repo_id, dataset=args.dataset,
+                         train_command=args.train_command, device=args.device, batch_size=args.batch_size,
+                         workers=args.workers, progress=True)
+    except CLI_ERRORS as e:
+        p.error(_message(e))
+    print(json.dumps({k: v for k, v in metrics.items() if k != 'classes'}))
+
+
+def publish_parser() -> argparse.ArgumentParser:
+    """odevit-publish's command line."""
+    p = argparse.ArgumentParser(prog='odevit-publish',
+                                description='Verify an exported model folder and upload it to the Hugging Face Hub.')
+    p.add_argument('folder', help='folder written by odevit-export')
+    p.add_argument('--repo-id', required=True, help='ORG/NAME of the Hub model repository (created if missing)')
+    p.add_argument('--private', action='store_true', help='create the repository as private')
+    p.add_argument('--dry-run', action='store_true', help='verify and list what would be uploaded, upload nothing')
+    return p
 
 
 def publish_main(argv=None) -> None:
-    p = argparse.ArgumentParser(description='Upload an exported model folder to the Hugging Face Hub.')
-    p.add_argument('folder')
-    p.add_argument('--repo-id', required=True)
-    p.add_argument('--private', action='store_true')
-    p.add_argument('--dry-run', action='store_true', help='verify and list what would be uploaded')
+    p = publish_parser()
     args = p.parse_args(argv)
-    files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
+    try:
+        files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
+    except CLI_ERRORS as e:
+        p.error(_message(e))
     print(('would upload ' if args.dry_run else 'uploaded ') + ', '.join(files) + f' to {args.repo_id}')
 
 

@@ -70,28 +70,69 @@ def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: 
     fig.savefig(out)
 
 
-def _details(model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, Any]) -> List[tuple]:
-    solver = getattr(model, 'solver', None)
-    depth = (f'{solver.method}, {solver.steps} steps over t ∈ [0, {solver.t_end:g}]' if solver is not None
-             else f'{getattr(model, "iterations", "?")} recurrent iterations of one block')
+def family(model: torch.nn.Module) -> str:
+    """'ode' (a solver integrates the depth), 'recurrent' (one block iterated) or 'discrete' (a plain
+    stack of blocks: the matched timm ViT baselines, or any other timm model)."""
+    if getattr(model, 'solver', None) is not None:
+        return 'ode'
+    return 'recurrent' if callable(getattr(model, 'set_iterations', None)) else 'discrete'
+
+
+def _depth(model: torch.nn.Module) -> str:
+    kind = family(model)
+    if kind == 'ode':
+        solver = model.solver
+        return f'{solver.method}, {solver.steps} steps over t ∈ [0, {solver.t_end:g}]'
+    if kind == 'recurrent':
+        return f'{model.iterations} recurrent iterations of one block'
+    blocks = getattr(model, 'blocks', None)
+    return f'{len(blocks)} blocks (discrete)' if blocks is not None else 'discrete layers'
+
+
+def _epoch(info: Dict[str, Any]) -> str:
+    """The checkpoint's epoch, 1-based as the learning curve counts (train.py stores the 0-based index)."""
+    epoch, total = info.get('epoch'), info.get('train_args', {}).get('epochs')
+    if epoch is None:
+        return 'unknown epoch'
+    return f'epoch {int(epoch) + 1}' + (f' of {total}' if total else '')
+
+
+def _weights(info: Dict[str, Any]) -> str:
+    ema, selected = info.get('ema'), info.get('selected')
+    which = 'EMA' if ema else 'raw'
+    if selected is None:
+        return f'{which} weights'
+    why = ('the weights the run validated and selected on' if (selected == 'ema') == bool(ema) else
+           f'chosen at export; the run validated and selected on its {"EMA" if selected == "ema" else "raw"} weights')
+    return f'{which} weights ({why})'
+
+
+def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, Any]) -> List[tuple]:
     size = model.pretrained_cfg.get('input_size', (3, 32, 32))
     train_time = info.get('train_time') or {}
+    kind = family(model)
     rows = [
-        ('architecture', f"`{info['architecture']}` ({type(model).__name__}, a timm VisionTransformer)"),
+        ('architecture', f"`{info['architecture']}` ({type(model).__name__}"
+                         f"{', a timm VisionTransformer' if kind != 'discrete' else ''})"),
         ('parameters', f'{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M'),
         ('GMACs', f'{gmacs(model):.3f}'),
         ('image size', f'{size[1]} × {size[2]}'),
-        ('depth', depth),
-        ('field evaluations per image (NFE)', str(metrics.get('nfe', '?'))),
+        ('depth', _depth(model)),
+    ]
+    if kind != 'discrete':
+        rows.append(('field evaluations per image (NFE)', str(metrics.get('nfe', '?'))))
+    rows += [
         ('model args', f"`{json.dumps(info.get('model_kwargs', {}))}`"),
         ('epochs', str(info.get('train_args', {}).get('epochs', '?'))),
-        ('checkpoint', f"epoch {info.get('epoch')}, {'EMA' if info.get('ema') else 'raw'} weights"),
+        ('checkpoint', f"{info.get('checkpoint_file', 'train.py checkpoint')}, {_epoch(info)}, {_weights(info)}"),
     ]
     if train_time:
         rows += [('training hardware', train_time.get('hardware', '?')),
                  ('training wall time',
                   f"{train_time['seconds'] / 3600:.1f} h ({len(train_time['epochs'])} epochs timed)")]
-    rows.append((f"top-1 / top-5 ({metrics['images']:,} test images, measured on these weights)",
+    split, dataset = metrics.get('split', 'test'), metrics.get('dataset_name') or metrics.get('dataset') or '?'
+    rows.append((f"top-1 / top-5 ({metrics['images']:,} {split} images of {dataset}, "
+                 f"{len(metrics.get('classes') or []) or '?'} classes, measured on these weights)",
                  f"{metrics['top1']:.2f} / {metrics['top5']:.2f}"))
     return rows
 
@@ -110,64 +151,45 @@ def _shown(key: str, args: Dict[str, Any]) -> bool:
     return key in _ZERO_SHOWN or value != 0
 
 
-def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, float], info: Dict[str, Any],
-               dataset: str = 'cifar10', repo_id: Optional[str] = None, license: str = 'apache-2.0',
-               train_command: Optional[str] = None, learning_curve: bool = False,
-               training_log: bool = False) -> str:
-    """README.md text: YAML front matter, details, usage, learning curve, citation."""
-    load = f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH'
-    retune = ("model.set_solver(method='rk4', steps=12)  # solver settings are not weights: change them freely"
-              if getattr(model, 'solver', None) is not None else
-              f'model.set_iterations({2 * getattr(model, "iterations", 12)})  # run beyond the training horizon')
-    size = model.pretrained_cfg.get('input_size', (3, 32, 32))
-    dataset_name = dataset.upper().replace('CIFAR', 'CIFAR-')
-    front = f'''---
-tags:
-- image-classification
-- timm
-- timm_odevit
-- continuous-depth
-library_name: timm
-pipeline_tag: image-classification
-license: {license}
-datasets:
-- {dataset}
-metrics:
-- accuracy
-model-index:
-- name: {name}
-  results:
-  - task:
-      type: image-classification
-      name: Image Classification
-    dataset:
-      name: {dataset_name}
-      type: {dataset}
-      split: test
-    metrics:
-    - type: accuracy
-      name: Top-1 accuracy
-      value: {metrics['top1']:.2f}
-    - type: accuracy
-      name: Top-5 accuracy
-      value: {metrics['top5']:.2f}
----
-'''
-    args = info.get('train_args', {})
-    recipe = ', '.join(f'{k}={args[k]}' for k in RECIPE_KEYS if _shown(k, args))
-    table = '\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info))
-    weights = ' of the EMA weights (what train.py validates and selects by when EMA is on)' if args.get('model_ema') else ''
-    log = f" Every epoch's numbers: [{TRAINING_LOG}]({TRAINING_LOG}) (train.py's own log)." if training_log else ''
-    curve = (f'\n## Learning curve\n\n![validation top-1 per epoch]({LEARNING_CURVE})\n\nValidation top-1{weights} on '
-             f'the held-out split during training (the test split is evaluated once, at export).{log}\n'
-             if learning_curve else '')
-    papers = [p for p in str(model.pretrained_cfg.get('paper_ids', '')).split(',') if p.strip() in CITATIONS]
-    citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
-    body = f'''
+def card_data(name: str, model: torch.nn.Module, metrics: Dict[str, Any], dataset: Optional[str] = None,
+              license: str = 'apache-2.0'):
+    """huggingface_hub ``ModelCardData``: the front matter, with a model-index of the measured top-1/top-5 on
+    the evaluated split and dataset."""
+    from huggingface_hub import EvalResult, ModelCardData
+    dataset = dataset or metrics.get('dataset') or 'unknown'
+    display = metrics.get('dataset_name') or dataset
+    common = dict(task_type='image-classification', task_name='Image Classification', dataset_type=dataset,
+                  dataset_name=display, dataset_split=metrics.get('split', 'test'), metric_type='accuracy')
+    kind_tags = ['continuous-depth'] if family(model) != 'discrete' else ['baseline']
+    return ModelCardData(
+        model_name=name, library_name='timm', pipeline_tag='image-classification', license=license,
+        tags=['image-classification', 'timm', 'timm_odevit'] + kind_tags, datasets=[dataset], metrics=['accuracy'],
+        eval_results=[EvalResult(metric_name='Top-1 accuracy', metric_value=round(metrics['top1'], 2), **common),
+                      EvalResult(metric_name='Top-5 accuracy', metric_value=round(metrics['top5'], 2), **common)])
+
+
+def _description(model: torch.nn.Module, display: str) -> str:
+    what = {'ode': 'A continuous-depth Vision Transformer (its depth is an ODE integrated by a solver)',
+            'recurrent': 'A recurrent Vision Transformer (one block iterated; the number of iterations is settable)',
+            'discrete': 'A discrete Vision Transformer baseline (a plain timm model, blocks of its own weights)',
+            }[family(model)]
+    return (f'{what} from [timm_odevit](https://github.com/timm-odevit/timm_odevit), trained on {display}; a timm '
+            'model once `import timm_odevit` has registered it.')
+
+
+def _retune(model: torch.nn.Module) -> str:
+    kind = family(model)
+    if kind == 'ode':
+        return "\nmodel.set_solver(method='rk4', steps=12)  # solver settings are not weights: change them freely"
+    if kind == 'recurrent':
+        return f'\nmodel.set_iterations({2 * model.iterations})  # run beyond the training horizon'
+    return ''
+
+
+CARD_BODY = '''
 # {name}
 
-A continuous-depth Vision Transformer from [timm_odevit](https://github.com/timm-odevit/timm_odevit), trained
-on {dataset_name}; a timm model once `import timm_odevit` has registered it.
+{description}
 
 ## Model details
 
@@ -175,7 +197,7 @@ on {dataset_name}; a timm model once `import timm_odevit` has registered it.
 |---|---|
 {table}
 
-Training: {train_command or 'timm train.py via `python -m timm_odevit.train`'}
+Training: {train_command}
 ({recipe}).
 
 ## Usage
@@ -196,10 +218,10 @@ model = timm.create_model('{load}', pretrained=True).eval()
 config = timm.data.resolve_data_config(model=model)
 transform = timm.data.create_transform(**config)
 
-img = Image.new('RGB', ({size[2]}, {size[1]}), (128, 96, 64))  # your image: Image.open('photo.png').convert('RGB')
+img = Image.new('RGB', ({width}, {height}), (128, 96, 64))  # your image: Image.open('photo.png').convert('RGB')
 with torch.no_grad():
     probabilities = model(transform(img).unsqueeze(0)).softmax(dim=-1)
-top5 = probabilities.topk(5)
+top5 = probabilities.topk(min(5, model.num_classes))
 labels = model.pretrained_cfg.get('label_names') or [str(i) for i in range(model.num_classes)]
 print([(labels[i], round(p.item(), 3)) for p, i in zip(top5.values[0], top5.indices[0])])
 ```
@@ -214,21 +236,45 @@ import torch
 model = timm.create_model('{load}', pretrained=True).eval()
 x = torch.randn(1, *model.pretrained_cfg['input_size'])
 with torch.no_grad():
-    tokens = model.forward_features(x)                        # (1, tokens, dim): the state at the final time
+    tokens = model.forward_features(x)                        # (1, tokens, dim): {final}
     embedding = model.forward_head(tokens, pre_logits=True)  # (1, dim): the pooled image embedding
-    final, states = model.forward_intermediates(x, indices=3)  # the last 3 time points, as (1, dim, h, w) maps
+    final, states = model.forward_intermediates(x, indices=3)  # the last 3 {points}, as (1, dim, h, w) maps
 print(tokens.shape, embedding.shape, [s.shape for s in states])
 
 extractor = timm.create_model('{load}', pretrained=True, features_only=True, out_indices=(-2, -1))
 print([f.shape for f in extractor(x)], extractor.feature_info.channels())
-
 {retune}
 ```
-{curve}
-## Citation
+{curve}{citation}'''
 
-```bibtex
-{citation}
-```
-'''
-    return front + body
+
+def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, Any],
+               dataset: Optional[str] = None, repo_id: Optional[str] = None, license: str = 'apache-2.0',
+               train_command: Optional[str] = None, learning_curve: bool = False,
+               training_log: bool = False) -> str:
+    """README.md text (a huggingface_hub ``ModelCard``): front matter, details, usage, learning curve, citation.
+    ``metrics``: :func:`timm_odevit.hub.evaluate`'s result (split, classes, images) with 'dataset' /
+    'dataset_name'; ``info``: :func:`timm_odevit.hub.model_from_checkpoint`'s."""
+    from huggingface_hub import ModelCard
+    size = model.pretrained_cfg.get('input_size', (3, 32, 32))
+    data = card_data(name, model, metrics, dataset, license)
+    args = info.get('train_args', {})
+    selected = info.get('selected', 'ema' if args.get('model_ema') else 'raw')
+    weights = ' of the EMA weights (what train.py validates and selects by when EMA is on)' if selected == 'ema' else ''
+    log = f" Every epoch's numbers: [{TRAINING_LOG}]({TRAINING_LOG}) (train.py's own log)." if training_log else ''
+    curve = (f'\n## Learning curve\n\n![validation top-1 per epoch]({LEARNING_CURVE})\n\nValidation top-1{weights} on '
+             f"the run's validation split during training, epochs counted from 1 (the {metrics.get('split', 'test')} "
+             f'split is evaluated once, at export).{log}\n' if learning_curve else '')
+    papers = [p for p in str(model.pretrained_cfg.get('paper_ids', '')).split(',') if p.strip() in CITATIONS]
+    citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
+    discrete = family(model) == 'discrete'
+    body = CARD_BODY.format(
+        name=name, description=_description(model, metrics.get('dataset_name') or data.datasets[0]),
+        table='\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info)),
+        train_command=train_command or 'timm train.py via `python -m timm_odevit.train`',
+        recipe=', '.join(f'{k}={args[k]}' for k in RECIPE_KEYS if _shown(k, args)),
+        load=f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH', width=size[2], height=size[1],
+        final='the last block output' if discrete else 'the state at the final time',
+        points='blocks' if discrete else 'time points', retune=_retune(model), curve=curve,
+        citation=f'\n## Citation\n\n```bibtex\n{citation}\n```\n' if citation else '')
+    return str(ModelCard(f'---\n{data.to_yaml()}\n---\n{body}'))
