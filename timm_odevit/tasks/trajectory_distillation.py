@@ -90,6 +90,22 @@ def _check_teacher_kind(teacher: nn.Module) -> int:
     return num_blocks
 
 
+def _channels(name: str, value, student: nn.Module) -> Tuple[float, ...]:
+    """The loader's per-channel ``mean`` / ``std`` (one value repeated as timm's resolve_data_config does),
+    else the student's pretrained cfg's."""
+    in_chans = getattr(getattr(student, 'patch_embed', None), 'proj', None)
+    in_chans = in_chans.in_channels if in_chans is not None else len(student.pretrained_cfg[name])
+    if value is None:
+        return tuple(student.pretrained_cfg[name])
+    value = (value,) if isinstance(value, (int, float)) else tuple(value)
+    if len(value) == 1:
+        value = value * in_chans
+    if len(value) != in_chans or not all(math.isfinite(v) for v in value) or (name == 'std' and min(value) <= 0):
+        raise ValueError(f'{name} must be {in_chans} finite numbers{" > 0" if name == "std" else ""} (one per '
+                         f'input channel), got {value!r}')
+    return value
+
+
 def _split(item) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """forward_intermediates item -> (patch tokens (B, M, D), prefix tokens (B, P, D) or None)."""
     return (item[0], item[1]) if isinstance(item, (tuple, list)) else (item, None)
@@ -110,45 +126,67 @@ def load_teacher(
         checkpoint: Optional[str] = None,
         num_classes: Optional[int] = None,
         device=None,
+        model_kwargs: Optional[Dict[str, Any]] = None,
 ) -> nn.Module:
     """A frozen timm ViT teacher: a model name (its pretrained weights), 'hf-hub:…' / 'local-dir:…',
-    a name plus a local ``checkpoint`` file, or a module."""
+    a name plus a local ``checkpoint`` file (see :func:`teacher_from_checkpoint`), or a module.
+    ``model_kwargs``: the teacher's create_model kwargs (over a train.py checkpoint's own)."""
     if isinstance(teacher, nn.Module):
         model = teacher
     elif checkpoint is not None:
-        model = _teacher_from_checkpoint(teacher, checkpoint)
+        model = teacher_from_checkpoint(teacher, checkpoint, model_kwargs)
     else:
-        kwargs: Dict[str, Any] = {'pretrained': True}
+        kwargs: Dict[str, Any] = {'pretrained': True, **(model_kwargs or {})}
         if num_classes is not None:
-            kwargs['num_classes'] = num_classes
+            kwargs.setdefault('num_classes', num_classes)
         model = create_model(teacher, **kwargs)
     _check_teacher_kind(unwrap_model(model))
     model.requires_grad_(False)
     return model.eval().to(device) if device is not None else model.eval()
 
 
-def _teacher_from_checkpoint(name: str, checkpoint: str) -> nn.Module:
-    """Build ``name`` and load ``checkpoint`` strictly (timm's file overlay loads non-strictly and
-    would leave a wrong-architecture teacher half-initialised)."""
-    import os
-    from timm.models import load_state_dict
-    if not os.path.isfile(checkpoint):
-        raise FileNotFoundError(f'teacher checkpoint {checkpoint!r} does not exist')
-    state = load_state_dict(checkpoint)
-    probe = create_model(name, pretrained=False, device='meta')
+def teacher_from_checkpoint(name: str, checkpoint: str, model_kwargs: Optional[Dict[str, Any]] = None) -> nn.Module:
+    """Build teacher ``name`` and load ``checkpoint`` strictly (timm's file overlay loads non-strictly and
+    would leave a wrong-architecture teacher half-initialised).
+
+    A train.py checkpoint is rebuilt with its own ``--model-kwargs`` (``model_kwargs`` override them) and gives
+    the weights its run selected on (EMA with --model-ema, else raw); a bare state dict is built with
+    ``model_kwargs``. The class count is the checkpoint's head. Read with ``weights_only=True``."""
+    from ..hub import load_checkpoint_file, selected_weights
+    ckpt = load_checkpoint_file(checkpoint, 'teacher checkpoint')
+    if not isinstance(ckpt, dict):
+        raise ValueError(f'teacher checkpoint {checkpoint!r} is not a state dict (got {type(ckpt).__name__})')
+    kwargs = {}
+    if isinstance(ckpt.get('state_dict'), dict):  # a train.py checkpoint
+        args = ckpt.get('args')
+        arch = ckpt.get('arch') or getattr(args, 'model', None)
+        if arch and arch != name:
+            raise ValueError(f'teacher checkpoint {checkpoint!r} is of architecture {arch!r}, not the teacher '
+                             f'{name!r} (--kd-model-name)')
+        kwargs.update(getattr(args, 'model_kwargs', None) or {})
+        state = ckpt['state_dict_ema' if selected_weights(ckpt) == 'ema' else 'state_dict']
+    else:
+        state = ckpt
+    state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in state.items()}
+    kwargs.update(model_kwargs or {})
+    probe = create_model(name, pretrained=False, device='meta', **kwargs)
     head = probe.pretrained_cfg.get('classifier', 'head')
     head = head[0] if isinstance(head, (tuple, list)) else head
-    num_classes = state[f'{head}.weight'].shape[0] if f'{head}.weight' in state else 0
-    model = create_model(name, pretrained=False, num_classes=num_classes)
+    kwargs.setdefault('num_classes', state[f'{head}.weight'].shape[0] if f'{head}.weight' in state else 0)
+    model = create_model(name, pretrained=False, **kwargs)
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as e:  # shape mismatches
-        raise ValueError(f'teacher checkpoint {checkpoint!r} does not fit architecture {name!r}: {e}') from e
+        raise ValueError(f'teacher checkpoint {checkpoint!r} does not fit architecture {name!r} built with '
+                         f'{kwargs}: {e}') from e
     if missing or unexpected:
-        raise ValueError(f'teacher checkpoint {checkpoint!r} does not fit architecture {name!r}: '
-                         f'{len(missing)} missing keys (e.g. {missing[:3]}), '
+        raise ValueError(f'teacher checkpoint {checkpoint!r} does not fit architecture {name!r} built with '
+                         f'{kwargs}: {len(missing)} missing keys (e.g. {missing[:3]}), '
                          f'{len(unexpected)} unexpected keys (e.g. {unexpected[:3]})')
     return model
+
+
+_teacher_from_checkpoint = teacher_from_checkpoint  # former name
 
 
 class TrajectoryStudent(nn.Module):
@@ -194,7 +232,8 @@ class TrajectoryDistillationTask(TrainingTask):
         student_model: a timm_odevit model (anything with forward_intermediates over time points).
         teacher_model: timm model name (pretrained), 'hf-hub:…'/'local-dir:…', or a module.
         criterion / criterion_kwargs: classification loss.
-        teacher_checkpoint: local checkpoint file for a teacher given by name.
+        teacher_checkpoint: local checkpoint file for a teacher given by name (:func:`teacher_from_checkpoint`).
+        teacher_model_kwargs: create_model kwargs of a teacher given by name (over a checkpoint's own).
         mapping: 'uniform' | 'arclength' | 'softmax' (teacher block -> student time point).
         mapping_temperature: T of the softmax mapping (reference: 30).
         tokens: 'cls' (reference): the teacher's pooled representation, as its head pools it ([CLS] for
@@ -204,6 +243,8 @@ class TrajectoryDistillationTask(TrainingTask):
         ce_start_epoch: CE is off before this epoch (the reference's curriculum).
         init_student_from_teacher: copy the teacher's patch embedding, [CLS], position embedding
             (a copy, frozen; the teacher is untouched) and classifier (when shapes match).
+        mean, std: the normalisation of the images the task gets (the data loader's: train.py's --mean/--std, else
+            the student's pretrained cfg); the teacher sees them renormalised to its own.
         calibration_batch: images (normalised for the student) to measure teacher distances for
             'arclength'/'softmax'; defaults to the first training batch (rank 0's, broadcast).
         attn_mass_weight: weight of the L1 between [CLS] -> patch attention-mass maps (last teacher
@@ -232,6 +273,9 @@ class TrajectoryDistillationTask(TrainingTask):
             attn_mass_weight: float = 0.,
             jasmin_weight: float = 0.,
             jasmin_k: int = 2,
+            teacher_model_kwargs: Optional[Dict[str, Any]] = None,
+            mean: Optional[Tuple[float, ...]] = None,
+            std: Optional[Tuple[float, ...]] = None,
             device: Optional[torch.device] = None,
             dtype: Optional[torch.dtype] = None,
             verbose: bool = True,
@@ -263,7 +307,8 @@ class TrajectoryDistillationTask(TrainingTask):
         if jasmin_weight and num_tokens is not None and jasmin_k > num_tokens + student.num_prefix_tokens:
             raise ValueError(f'jasmin_k={jasmin_k} exceeds the student\'s {num_tokens + student.num_prefix_tokens} '
                              'tokens (attention row length)')
-        teacher = load_teacher(teacher_model, teacher_checkpoint, num_classes=student.num_classes, device=self.device)
+        teacher = load_teacher(teacher_model, teacher_checkpoint, num_classes=student.num_classes, device=self.device,
+                               model_kwargs=teacher_model_kwargs)
         self.teacher = DistillationTeacher(teacher, device=self.device, dtype=self.dtype)
         size = getattr(getattr(teacher, 'patch_embed', None), 'img_size', None)  # the size the teacher was built for
         if size is None and hasattr(teacher, 'pretrained_cfg'):
@@ -287,8 +332,8 @@ class TrajectoryDistillationTask(TrainingTask):
             self._teacher_attn = self._attention_extract(teacher)
 
         indices = map_teacher_to_student(self.num_teacher_blocks, num_points, 'uniform')  # validates L <= N
-        mean = torch.tensor(student.pretrained_cfg['mean'], device=self.device).view(1, -1, 1, 1)
-        std = torch.tensor(student.pretrained_cfg['std'], device=self.device).view(1, -1, 1, 1)
+        mean = torch.tensor(_channels('mean', mean, student), device=self.device).view(1, -1, 1, 1)
+        std = torch.tensor(_channels('std', std, student), device=self.device).view(1, -1, 1, 1)
         self.register_buffer('student_mean', mean, persistent=False)
         self.register_buffer('student_std', std, persistent=False)
         self._probe_teacher(teacher)
@@ -448,6 +493,14 @@ class TrajectoryDistillationTask(TrainingTask):
         self.teacher.requires_grad_(False)
         self.trainable_module = DDP(self.trainable_module, device_ids=device_ids, **ddp_kwargs)
         return self
+
+    def compile(self, backend: str = 'inductor', mode: Optional[str] = None, **compile_kwargs) -> nn.Module:
+        """``torch.compile`` the student's training forward (with the projection) and its eval forward, before
+        DDP wrapping (train.py's --torchcompile); the teacher's intermediates and attention hook run eagerly."""
+        student = unwrap_model(self.trainable_module).student
+        self.eval_model = torch.compile(student, backend=backend, mode=mode, **compile_kwargs)
+        self.trainable_module = torch.compile(self.trainable_module, backend=backend, mode=mode, **compile_kwargs)
+        return self.eval_model
 
     def get_eval_model(self, module: Optional[nn.Module] = None, ema: bool = False) -> Optional[nn.Module]:
         resolved = super().get_eval_model(module=module, ema=ema)
