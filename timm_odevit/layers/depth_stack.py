@@ -14,7 +14,7 @@ from torch.utils.checkpoint import checkpoint
 from timm.layers import DropBlock2d, DropPath, register_notrace_module
 
 from .recurrence import Recurrence, iterate
-from .solver import SolverConfig, solve
+from .solver import SolverConfig, _steps_by_hand, solve
 
 __all__ = ['ContinuousDepthStack', 'DepthInterval', 'depth_stack', 'active_stochastic_modules', 'explain_non_finite']
 
@@ -74,18 +74,34 @@ def explain_non_finite(error: FloatingPointError, x0: torch.Tensor, field: nn.Mo
 class _Stats:
     """Counters shared by a stack and its slices ``stack[:n]`` (timm runs slices in forward_intermediates)."""
     nfe = 0
+    last_interval: Optional[int] = None
+
+
+def _hooked(module: nn.Module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                or module._backward_pre_hooks)
+
+
+def _global_hooks() -> bool:
+    from torch.nn.modules import module as m
+    return bool(m._global_forward_hooks or m._global_forward_pre_hooks or m._global_backward_hooks
+                or m._global_backward_pre_hooks)
 
 
 @register_notrace_module  # a leaf in torch.fx graphs: node 'blocks.i' is the state X(t_{i+1})
 class DepthInterval(nn.Module):
     """Interval i of a :class:`ContinuousDepthStack`: X(t_i) (B, N, D) -> X(t_{i+1}) (B, N, D).
 
-    Interval 0 registers the shared field (parameters ``blocks.0.field.*``); the others hold no
-    parameters, so state_dict has every weight once. Registering it under ``blocks.0`` is what lets
-    timm's own code treat it as depth: its ViT ``group_matcher`` (``^blocks\.(\d+)``) puts it
-    between stem and head for layer-wise lr decay, and a torch.fx GraphModule that keeps node
-    ``blocks.0`` (every interval's input comes through it) keeps the field. ``self.stack`` is a
-    plain reference, not a child module.
+    Like a timm ``Block``, a pure function of its input, the current weights and the grad mode: it
+    integrates [t_i, t_{i+1}] from the x it is given (one solver step of a Runge–Kutta grid, a
+    restarted solve for Adams / adaptive methods, one block application of a recurrence), so hooks of
+    every kind, in-place edits, ``torch.no_grad`` on some intervals and weight changes between calls
+    behave as with timm's blocks. Interval 0 registers the shared field (parameters
+    ``blocks.0.field.*``); the others hold no parameters, so ``requires_grad_(False)`` on
+    ``blocks[0]`` freezes the field for every interval, and on another interval does nothing.
+    Registering it under ``blocks.0`` is what lets timm's own code treat it as depth: its ViT
+    ``group_matcher`` (``^blocks\.(\d+)``) puts it between stem and head for layer-wise lr decay.
+    ``self.stack`` is a plain reference, not a child module.
     """
 
     def __init__(self, stack: 'ContinuousDepthStack', index: int, field: Optional[nn.Module] = None):
@@ -98,11 +114,27 @@ class DepthInterval(nn.Module):
     def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
                 is_causal: bool = False) -> torch.Tensor:
         _check_no_mask(attn_mask, is_causal)
-        return self.stack._run_interval(x, self.index)
+        stack = self.stack
+        if stack is None:
+            raise RuntimeError(
+                f'interval {self.index} belongs to a grid that has since changed (set_solver, set_iterations, '
+                'truncation or pruning): it was kept from before, e.g. by a torch.fx graph (rebuild the features_only '
+                '/ create_feature_extractor model) or a saved reference (take model.blocks[i] again)')
+        return stack._run_interval(x, self.index)
 
     def extra_repr(self) -> str:
+        if self.stack is None:
+            return 'retired'
         h = self.stack.solver.h
         return f't=[{self.index * h:.4g}, {(self.index + 1) * h:.4g}]'
+
+
+def _adopt_hooks(new: nn.Module, old: nn.Module) -> None:
+    """Move every hook dict (forward, pre, backward, state-dict ...) of ``old`` to ``new``: the handles
+    users hold keep working (they point at the dicts), and so do feature hooks registered by name."""
+    for key, value in vars(old).items():
+        if 'hook' in key and isinstance(value, (dict, set)):
+            new.__dict__[key] = value
 
 
 class ContinuousDepthStack(nn.Module):
@@ -112,17 +144,22 @@ class ContinuousDepthStack(nn.Module):
     :class:`Recurrence` (z_k = B(z_{k−1}) with B = ``field.block``, a :class:`BlockField`); L is
     its number of grid steps (iterations). After every forward, ``nfe`` holds the field (block)
     evaluations it made: steps × stages for Runge–Kutta grids (computed, so that nothing changes
-    inside the integration that torch.compile would guard on), counted for Adams / adaptive ones.
+    inside the integration that torch.compile would guard on), counted for Adams / adaptive ones;
+    after a walk through the intervals, their sum.
 
-    Interval semantics: ``stack[0](x)`` integrates the whole horizon once (every grid point) and
-    keeps the states; ``stack[i](x)`` returns the kept X(t_{i+1}) when x is the kept X(t_i), so
-    stepping through the intervals gives exactly the one-call states for every method (multistep
-    and adaptive ones included). Given any other x (a hook changed it), interval i integrates
-    [t_i, t_{i+1}] from x on the true times (a multistep/adaptive method starts afresh there).
-    ``stack(x)`` integrates end point only, unless interval modules carry forward hooks or torch.fx
-    is tracing: then it steps through the intervals. ``stack[:n]`` is the first n intervals (horizon
-    t_n, same step length) sharing the field. ``grad_checkpointing`` recomputes each field (block)
-    evaluation in backward.
+    Interval semantics: ``stack[i](x)`` integrates [t_i, t_{i+1}] from x on the true times, whatever x
+    is (see :class:`DepthInterval`). For Runge–Kutta grids and the recurrence, stepping through the
+    intervals gives exactly the states of one integration of the whole grid; Adams and adaptive methods
+    restart at every interval (a multistep history / step size of its own), so their interval states
+    agree with the one-call states within the solver's tolerance, not bit for bit. ``stack(x)``
+    integrates in one call, end point only, unless something observes the intervals (hooks of any kind
+    on them, global module hooks, torch.fx tracing): then it steps through them. Nothing is kept
+    between calls. ``stack[:n]`` is a view of the first n intervals (horizon t_n, same step length)
+    sharing the field and the interval modules (so their hooks fire there too), as slicing timm's
+    ``nn.Sequential`` of blocks does. Changing the grid gives new interval modules: the hooks of the
+    intervals that remain move to them, hooked intervals are never dropped silently (refused), and the
+    old modules retire (a torch.fx graph traced before refuses to run). ``grad_checkpointing``
+    recomputes each field (block) evaluation in backward.
 
     A field that is random in training mode (dropout, drop-path) is refused with the adjoint method
     (its backward pass re-samples the masks, so the gradient is not the gradient of the forward) and
@@ -134,13 +171,9 @@ class ContinuousDepthStack(nn.Module):
         self._modules['0'] = DepthInterval(self, 0, field)
         self.grad_checkpointing = False
         self._stats = _Stats()
-        self._cache: Optional[List[torch.Tensor]] = None  # states of the last stepped-through integration
-        self._last_interval: Optional[int] = None
+        self.__dict__['_parent'] = None  # the stack a slice views
         self._evals = 0
         self.solver = solver if solver is not None else SolverConfig()
-
-    def __getstate__(self):  # copies and pickles leave the kept states behind (they may carry autograd graphs)
-        return dict(super().__getstate__(), _cache=None, _last_interval=None)
 
     # ---- configuration ----------------------------------------------------------------------
     @property
@@ -159,13 +192,31 @@ class ContinuousDepthStack(nn.Module):
         if isinstance(config, Recurrence) and not hasattr(self.field, 'block'):
             raise TypeError(f'a Recurrence iterates a block: the field must be a BlockField, got '
                             f'{type(self.field).__name__}')
+        if self.__dict__.get('_parent') is not None:
+            raise ValueError('this stack is a slice stack[:n] of a model\'s stack (its intervals are the model\'s): '
+                             'change the solver of the stack itself (model.blocks, or odeify again after pruning)')
+        old, intervals = self.__dict__.get('_solver'), list(self._modules.values())
+        hooked = [str(m.index) for m in intervals[config.steps:] if _hooked(m)]
+        if hooked:
+            raise ValueError(
+                f'intervals {", ".join(hooked)} carry hooks (yours, or a features_only hook wrapper\'s) and would be '
+                f'dropped by {config.describe()} ({config.steps} intervals): remove the hooks first, or keep at '
+                f'least {int(hooked[-1]) + 1} intervals')
         self.__dict__['_solver'] = config
-        self._cache = None
-        names = [n for n in self._modules if n != '0']
-        if len(names) + 1 != config.steps:
-            for n in names:
-                del self._modules[n]
-            for i in range(1, config.steps):
+        if old is not None and old != config:
+            # new interval modules (the old ones retire: a torch.fx graph or a reference kept from before refuses
+            # to run instead of integrating the old grid); hooks and train/eval mode move to the new ones
+            field = self.field
+            self._modules.clear()
+            for i in range(config.steps):
+                self._modules[str(i)] = interval = DepthInterval(self, i, field if i == 0 else None)
+                if i < len(intervals):
+                    _adopt_hooks(interval, intervals[i])
+                    interval.training = intervals[i].training
+            for retired in intervals:
+                retired.__dict__['stack'] = None
+        else:
+            for i in range(len(intervals), config.steps):
                 self._modules[str(i)] = DepthInterval(self, i)
         self._sync_owner(record=True)
 
@@ -256,11 +307,19 @@ class ContinuousDepthStack(nn.Module):
             if start != 0 or step != 1 or stop < 1:
                 raise IndexError(f'a continuous-depth stack can only be cut to its first n intervals ([:n], '
                                  f'1 <= n <= {len(self)}), got {item}')
-            shorter = ContinuousDepthStack(self.field, self.solver.truncated(stop))
-            shorter.grad_checkpointing = self.grad_checkpointing
-            shorter._stats = self._stats
-            return shorter
+            return self._view(stop)
         return self._modules[str(range(len(self))[item])]
+
+    def _view(self, n: int) -> 'ContinuousDepthStack':
+        """The first n intervals: the same interval modules, a truncated solver, shared counters."""
+        root = self.__dict__.get('_parent') or self
+        view = ContinuousDepthStack.__new__(ContinuousDepthStack)
+        nn.Module.__init__(view)
+        for i in range(n):
+            view._modules[str(i)] = self._modules[str(i)]
+        view.__dict__.update(_solver=self.solver.truncated(n), _parent=root)
+        view.grad_checkpointing, view._stats, view._evals = self.grad_checkpointing, self._stats, 0
+        return view
 
     # ---- integration ----------------------------------------------------------------------------
     def _rhs(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -270,8 +329,14 @@ class ContinuousDepthStack(nn.Module):
             return checkpoint(self.field, t, x, use_reentrant=False)
         return self.field(t, x)
 
-    def _check_deterministic_field(self) -> None:
+    def _check_integrable(self) -> None:
         cfg = self.solver
+        if torch.compiler.is_exporting() and not self.is_recurrent and not _steps_by_hand(cfg):
+            raise ValueError(
+                f'{cfg.describe()} cannot be exported: only fixed-grid Runge–Kutta methods (euler, midpoint, heun2, '
+                'heun3, rk4) without the adjoint or solver options, and the recurrence, have a graph of fixed shape '
+                '(Adams and adaptive methods decide their steps from the values). Export after e.g. '
+                'set_solver(method="rk4", steps=6, adjoint=False)')
         if not (cfg.adjoint or cfg.is_adaptive):
             return
         stochastic = active_stochastic_modules(self.field)
@@ -288,20 +353,23 @@ class ContinuousDepthStack(nn.Module):
         """States at grid indices ``indices`` (increasing, in start+1..L) from x = X(t_start):
         ((len(indices), B, N, D), field evaluations made)."""
         cfg = self.solver
+        self._check_integrable()
         if self.is_recurrent:
             try:
                 states = iterate(self.field.block, x, cfg, indices, start, self.grad_checkpointing)
             except FloatingPointError as e:
-                raise explain_non_finite(e, x, self.field, self.__dict__.get('_owner')) from None
+                raise explain_non_finite(e, x, self.field, self._owner_model()) from None
             return states, indices[-1] - start
-        self._check_deterministic_field()
         self._evals = 0
         try:
             states = solve(self._rhs, x, cfg, indices, adjoint_params=tuple(self.field.parameters()), start=start)
         except FloatingPointError as e:
-            raise explain_non_finite(e, x, self.field, self.__dict__.get('_owner')) from None
+            raise explain_non_finite(e, x, self.field, self._owner_model()) from None
         exact = cfg.exact_evals(indices[-1] - start)
         return states, exact if exact is not None else self._evals
+
+    def _owner_model(self) -> Optional[nn.Module]:
+        return (self.__dict__.get('_parent') or self).__dict__.get('_owner')
 
     def trajectory(self, x: torch.Tensor, indices: Sequence[int]) -> torch.Tensor:
         """States at time points ``indices`` (0-based, increasing: index i is t_{i+1}) from X(0),
@@ -309,28 +377,18 @@ class ContinuousDepthStack(nn.Module):
         if not indices or indices[0] < 0:
             raise ValueError(f'indices must increase within 0..{len(self) - 1}, got {list(indices)}')
         states, self._stats.nfe = self._integrate(x, [i + 1 for i in indices])
-        self._last_interval = None
+        self._stats.last_interval = None
         return states
 
     def _run_interval(self, x: torch.Tensor, i: int) -> torch.Tensor:
-        cache, last = self._cache, len(self) - 1
-        if i > 0 and cache is not None and x is cache[i - 1]:
-            out = cache[i]
-        elif i == 0:  # the whole horizon once; later intervals hand out its states
-            states, self._stats.nfe = self._integrate(x, list(range(1, last + 2)))
-            cache = self._cache = list(states.unbind(0))
-            out = cache[0]
-        else:  # not the state this stack produced for t_i: integrate [t_i, t_{i+1}] from x
-            states, evals = self._integrate(x, [i + 1], start=i)
-            self._stats.nfe = evals + (self._stats.nfe if self._last_interval == i - 1 else 0)
-            self._cache, out = None, states[0]
-        self._last_interval = i
-        if i == last:
-            self._cache = None
-        return out
+        states, evals = self._integrate(x, [i + 1], start=i)
+        stats = self._stats
+        stats.nfe = evals + (stats.nfe if i > 0 and stats.last_interval == i - 1 else 0)
+        stats.last_interval = i
+        return states[0]
 
     def _observed(self) -> bool:
-        return any(m._forward_hooks or m._forward_pre_hooks for m in self)
+        return _global_hooks() or any(_hooked(m) for m in self)
 
     def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
                 is_causal: bool = False) -> torch.Tensor:
@@ -341,7 +399,7 @@ class ContinuousDepthStack(nn.Module):
                 x = interval(x)
             return x
         states, self._stats.nfe = self._integrate(x, [len(self)])
-        self._last_interval = None
+        self._stats.last_interval = None
         return states[-1]
 
     def extra_repr(self) -> str:

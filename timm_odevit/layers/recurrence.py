@@ -6,7 +6,7 @@ from typing import Callable, Sequence
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from .solver import assert_finite
+from .solver import assert_finite, checks_enabled
 
 
 def _check_iterations(iterations) -> int:
@@ -78,6 +78,6 @@ def iterate(
         z = checkpoint(block, z, use_reentrant=False) if grad_checkpointing and torch.is_grad_enabled() else block(z)
         if k in wanted:
             states.append(z)
-    if config.check_finite:
+    if config.check_finite and checks_enabled():
         assert_finite(z, f'iterating the recurrent block {indices[-1] - start} times')
     return torch.stack(states)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import torch
 from torchdiffeq import odeint, odeint_adjoint
 from torchdiffeq._impl.odeint import SOLVERS as _TORCHDIFFEQ_SOLVERS
+from torchdiffeq._impl.solvers import FixedGridODESolver
 
 # Runge–Kutta methods -> field evaluations per step, fixed by the Butcher tableau (torchdiffeq's rk4
 # is the 3/8 rule: 4 stages). Their NFE is steps × stages, computed, never counted.
@@ -195,6 +196,40 @@ def _uniform_grid_constructor(grid: torch.Tensor, h: float) -> Callable:
     return construct
 
 
+def checks_enabled() -> bool:
+    """False while torch.export / the dynamo ONNX exporter traces: the data-dependent finiteness checks
+    (a host sync on a tensor's values) cannot be part of an exported graph, which propagates NaN/Inf to
+    its outputs as timm's own ViT does."""
+    return not torch.compiler.is_exporting()
+
+
+def _steps_by_hand(config: SolverConfig) -> bool:
+    """Runge–Kutta grids without the adjoint or extra options are stepped by :func:`solve` itself with
+    torchdiffeq's step functions (the same arithmetic as ``odeint``): one solver step per grid interval, no
+    data-dependent checks (exportable), and an interval integrated alone equals that step of the whole grid."""
+    return config.method in RUNGE_KUTTA_METHODS and not config.adjoint and not config.options
+
+
+def _no_perturb(func: Callable) -> Callable:
+    def step_func(t, x, perturb=None):  # torchdiffeq's step functions pass perturb=; only odeint handles it
+        return func(t, x)
+    return step_func
+
+
+def _check_precision(x0: torch.Tensor, config: SolverConfig) -> None:
+    if not config.is_adaptive:
+        return
+    dtype = x0.dtype
+    if dtype not in (torch.float16, torch.bfloat16):
+        return
+    eps = torch.finfo(dtype).eps
+    if config.rtol < eps or config.atol < eps:
+        raise ValueError(
+            f'the adaptive {config.method!r} cannot meet rtol={config.rtol:g}, atol={config.atol:g} in {dtype} '
+            f'(its precision is {eps:.2g}): the step-size controller would shrink the step until it underflows. '
+            f'Use tolerances >= {eps:.2g} (set_solver(rtol=..., atol=...)), a fixed-grid method, or float32')
+
+
 def solve(
         func: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         x0: torch.Tensor,
@@ -214,7 +249,7 @@ def solve(
         start: grid index of x0 (t_start = start·h); a multistep or adaptive method starts afresh there.
 
     Returns:
-        States stacked on a new first dimension, shape (len(indices), *x0.shape).
+        States stacked on a new first dimension, shape (len(indices), *x0.shape), in storage of their own.
     """
     if (not indices or any(b <= a for a, b in zip(indices, indices[1:])) or indices[0] <= start
             or indices[-1] > config.steps):
@@ -224,23 +259,35 @@ def solve(
         return x0.new_empty((len(indices), *x0.shape))
     t_dtype = torch.float64 if x0.dtype == torch.float64 else torch.float32
     grid = config.grid(device=x0.device, dtype=t_dtype)[start:indices[-1] + 1]
-    t = grid[[0, *(i - start for i in indices)]] if len(indices) < len(grid) - 1 else grid
-    options = dict(config.options)
-    kwargs = {}
-    if config.is_adaptive:
-        kwargs.update(rtol=config.rtol, atol=config.atol)
+    if _steps_by_hand(config):
+        stepper: FixedGridODESolver = _TORCHDIFFEQ_SOLVERS[config.method](func=func, y0=x0, atol=config.atol)
+        step, wanted, states, x = _no_perturb(func), set(indices), [], x0
+        for k in range(1, len(grid)):
+            t0, t1 = grid[k - 1], grid[k]
+            dx, _ = stepper._step_func(step, t0, t1 - t0, t1, x)
+            x = x + dx
+            if k + start in wanted:
+                states.append(x)
+        states = torch.stack(states)
     else:
-        options['grid_constructor'] = _uniform_grid_constructor(grid, config.h)
-    try:
-        if config.adjoint:
-            states = odeint_adjoint(
-                func, x0, t, method=config.method, options=options, adjoint_params=tuple(adjoint_params), **kwargs)
+        _check_precision(x0, config)
+        t = grid[[0, *(i - start for i in indices)]] if len(indices) < len(grid) - 1 else grid
+        options = dict(config.options)
+        kwargs = {}
+        if config.is_adaptive:
+            kwargs.update(rtol=config.rtol, atol=config.atol)
         else:
-            states = odeint(func, x0, t, method=config.method, options=options, **kwargs)
-    except AssertionError as e:  # torchdiffeq signals a failed adaptive solve (e.g. 'underflow in dt nan')
-        raise FloatingPointError(f'ODE solver failed ({config.describe()}): {e}') from e
-    states = states[1:]
-    if config.check_finite:
+            options['grid_constructor'] = _uniform_grid_constructor(grid, config.h)
+        try:
+            if config.adjoint:
+                states = odeint_adjoint(func, x0, t, method=config.method, options=options,
+                                        adjoint_params=tuple(adjoint_params), **kwargs)
+            else:
+                states = odeint(func, x0, t, method=config.method, options=options, **kwargs)
+        except AssertionError as e:  # torchdiffeq signals a failed adaptive solve (e.g. 'underflow in dt nan')
+            raise FloatingPointError(f'ODE solver failed ({config.describe()}): {e}') from e
+        states = states[1:].clone()  # not a view into odeint's storage of x0 as well
+    if config.check_finite and checks_enabled():
         assert_finite(states[-1], f'integrating with {config.describe()}')
     return states
 

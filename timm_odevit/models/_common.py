@@ -14,6 +14,7 @@ from timm.layers import PatchEmbed, register_notrace_function, resample_abs_pos_
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn as vit_checkpoint_filter_fn
 
 from ..layers import ContinuousDepthStack, SolverConfig
+from ..layers.solver import checks_enabled
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -295,6 +296,18 @@ def _check_pool(global_pool: str, has_class_token: bool) -> None:
         raise ValueError("global_pool='token' needs class_token=True")
 
 
+def prune_depth(model: nn.Module, timm_prune, indices, prune_norm: bool, prune_head: bool):
+    """Run timm's ``prune_intermediate_layers`` (which slices ``model.blocks``), then put the model's own
+    stack back, truncated in place to the slice's length."""
+    stack = model.blocks
+    take_indices = timm_prune(indices, prune_norm=prune_norm, prune_head=prune_head)
+    kept = len(model.blocks)
+    model.blocks = stack
+    if kept != len(stack):
+        stack.truncate(kept)
+    return take_indices
+
+
 # ---- the base class ------------------------------------------------------------------------------
 class ContinuousDepthViT(VisionTransformer):
     """A timm ``VisionTransformer`` whose ``blocks`` is a :class:`ContinuousDepthStack`.
@@ -418,7 +431,7 @@ class ContinuousDepthViT(VisionTransformer):
         final state raise FloatingPointError instead of coming back as NaN/Inf."""
         out = super().forward_head(x, pre_logits=pre_logits)
         if (not pre_logits and not isinstance(out, torch.fx.Proxy) and self.blocks.solver.check_finite
-                and not out.is_meta and not bool(torch.isfinite(out).all())):
+                and checks_enabled() and not out.is_meta and not bool(torch.isfinite(out).all())):
             weight = max((p.detach().abs().max().item() for p in self.head.parameters()), default=0.)
             raise FloatingPointError(
                 f'the final state is finite (max |X| = {x.detach().abs().max().item():.3g}) but the logits are not: '
@@ -426,6 +439,12 @@ class ContinuousDepthViT(VisionTransformer):
                 'dynamics (use a smaller depth scale or more steps, or a lower lr); huge head weights mean corrupted '
                 'weights or diverged training')
         return out
+
+    def prune_intermediate_layers(self, indices: Union[int, list] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True):
+        """timm's, but the stack is cut in place (``blocks.truncate``): the model keeps its stack, so its
+        hooks, ``feature_info``, later ``set_solver`` calls and the model args save_for_hf exports stay in step."""
+        return prune_depth(self, super().prune_intermediate_layers, indices, prune_norm, prune_head)
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
         check_num_classes(num_classes)

@@ -30,7 +30,7 @@ from timm.layers import LayerScale
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
 from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, spectral_init_
-from ._common import build_continuous_depth_model
+from ._common import build_continuous_depth_model, prune_depth
 
 __all__ = ['odeify']
 _logger = logging.getLogger(__name__)
@@ -158,7 +158,21 @@ def odeify(
                                  **({'base': base} if base else {}))
     converted.blocks.attach(converted)
     converted.blocks.solver = config  # records the solver settings in the model args
+    converted.prune_intermediate_layers = _PruneInPlace(converted)  # this instance only; timm's class untouched
     return converted
+
+
+class _PruneInPlace:
+    """An odeified model's ``prune_intermediate_layers``: its class's (timm's), with the stack cut in place
+    (:func:`prune_depth`) so that hooks, feature_info, set_solver and save_for_hf stay in step. Set on the
+    converted instance (its class is the user's timm class, which stays as it is); picklable."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+
+    def __call__(self, indices=1, prune_norm: bool = False, prune_head: bool = True):
+        timm_prune = type(self.model).prune_intermediate_layers.__get__(self.model)
+        return prune_depth(self.model, timm_prune, indices, prune_norm, prune_head)
 
 
 default_cfgs = generate_default_cfgs({
