@@ -323,3 +323,19 @@ def test_fixed_grid_forward_stops_recompiling():
                 torch.testing.assert_close(compiled(x), expected)
     assert block.nfe == 12
     torch._dynamo.reset()
+
+
+def test_half_precision_state_with_tolerances_below_its_precision_is_refused_up_front():
+    # the step-size controller cannot meet atol 1e-4 in float16 (eps ~1e-3): say so, not "overflow"
+    from timm_odevit.layers import ContinuousDepthStack, ODEViTField
+    torch.manual_seed(0)
+    stack = ContinuousDepthStack(ODEViTField(16, 2).half(), SolverConfig('dopri5', steps=2))
+    x = torch.randn(2, 5, 16).half()
+    with pytest.raises(ValueError, match=r'cannot meet rtol=0.001, atol=0.0001 in torch.float16 \(its precision'):
+        stack(x)
+    stack.set_solver(rtol=1e-2, atol=1e-2)  # above float16's precision, the controller still collapses here
+    with pytest.raises(FloatingPointError, match='step-size control failed in half precision') as info:
+        stack(x)
+    assert 'overflow in' not in str(info.value) and 'values above 65504' not in str(info.value)
+    stack.float()
+    assert torch.isfinite(stack(x.float())).all()

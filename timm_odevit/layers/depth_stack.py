@@ -62,6 +62,14 @@ def explain_non_finite(error: FloatingPointError, x0: torch.Tensor, field: nn.Mo
         return FloatingPointError(
             f'the state entering the ODE already holds NaN/Inf, so the dynamics are not the cause: {cause}')
     device = x0.device.type
+    half = x0.dtype in (torch.float16, torch.bfloat16) or (
+        torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) in (torch.float16, torch.bfloat16))
+    if half and str(error).startswith('ODE solver failed'):  # an adaptive solve whose step size collapsed
+        return FloatingPointError(
+            f'{error}: the adaptive step-size control failed in half precision, whose rounding (~1e-3 in float16, '
+            '~8e-3 in bfloat16) swamps the error estimate it controls on, so the step shrinks until it underflows. '
+            'Integrate adaptive methods in float32 (model.float(), no half autocast), or use a '
+            'fixed-grid method (e.g. set_solver(method="rk4", steps=...)) in half precision.')
     if x0.dtype == torch.float16 or (torch.is_autocast_enabled(device)
                                      and torch.get_autocast_dtype(device) == torch.float16):
         return FloatingPointError(
