@@ -133,6 +133,19 @@ def test_command_line_prints_the_flags_and_writes_the_record(tmp_path, capsys):
     assert record['results']['channels_last']['loss'] == pytest.approx(record['results']['fp32']['loss'], rel=1e-4)
 
 
+def test_the_measured_model_starts_from_the_initial_checkpoint(tmp_path):
+    import timm
+    import torch
+    from safetensors.torch import save_file
+    torch.manual_seed(7)
+    source = timm.create_model('odevit_tiny_cifar', steps=1)
+    save_file(source.state_dict(), str(tmp_path / 'w.safetensors'))
+    _, model = speed.model_steps('odevit_tiny_cifar', {'steps': 1}, initial_checkpoint=str(tmp_path / 'w.safetensors'))
+    torch.testing.assert_close(model.state_dict()['head.weight'], source.state_dict()['head.weight'])
+    _, fresh = speed.model_steps('odevit_tiny_cifar', {'steps': 1})
+    assert not torch.equal(fresh.state_dict()['head.weight'], source.state_dict()['head.weight'])
+
+
 def test_command_line_rejects_a_config_without_a_model(tmp_path):
     config = tmp_path / 'c.yaml'
     config.write_text('lr: 1.0e-4\n')

@@ -1,7 +1,7 @@
 """The fastest correct train.py speed setting of this machine: fp32, bf16 autocast, channels_last (and both).
 
-    python -m timm_odevit.speed --config train_configs/X.yaml [--data-dir D] [--batch-size 32] [--updates 4]
-                                [--out speed.json]
+    python -m timm_odevit.speed --config train_configs/X.yaml [--data-dir D] [--initial-checkpoint W]
+                                [--batch-size 32] [--updates 4] [--out speed.json]
 
 Each setting trains its own copy of the same initial weights on the same batches, one update at a time and
 interleaved (a load that changes during the measurement hits every setting alike); the time per update is the
@@ -137,15 +137,20 @@ def load_batches(data_dir: Optional[str], model, batch_size: int, count: int, sp
     return [(images[i:i + batch_size], labels[i:i + batch_size]) for i in range(0, n, batch_size)]
 
 
-def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: str = 'cpu', seed: int = 0):
+def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: str = 'cpu', seed: int = 0,
+                initial_checkpoint: Optional[str] = None):
     """``make_step`` for :func:`measure`: each setting trains its own copy of one initial model (AdamW,
-    cross-entropy), as train.py would run it with the setting's flags."""
+    cross-entropy), as train.py would run it with the setting's flags; ``initial_checkpoint``: its weights, loaded
+    as train.py's ``--initial-checkpoint`` loads them (a cycle's start: the released weights)."""
     import copy
     import timm
     import torch
     import timm_odevit  # noqa: F401
     torch.manual_seed(seed)
-    initial = timm.create_model(model_name, **model_kwargs).to(device)
+    initial = timm.create_model(model_name, **model_kwargs)
+    if initial_checkpoint:
+        timm.models.load_checkpoint(initial, initial_checkpoint)
+    initial = initial.to(device)
 
     def make_step(setting: str):
         model = copy.deepcopy(initial).train()
@@ -173,7 +178,7 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
 
 def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, updates: int = 4,
            settings: Iterable[str] = tuple(SETTINGS), tolerance: float = 0.01, device: Optional[str] = None,
-           log=None, min_speedup: float = 0.05) -> Dict:
+           log=None, min_speedup: float = 0.05, initial_checkpoint: Optional[str] = None) -> Dict:
     """Measure the settings for the model of a train.py ``--config`` YAML; returns the record (choice, flags,
     per-setting results, machine), also written to ``log``."""
     import torch
@@ -187,12 +192,13 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
         raise ValueError(f'need updates >= 2 (one warm-up, one timed) and batch_size >= 1; got {updates}, {batch_size}')
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     kwargs = dict(cfg.get('model_kwargs') or {}, num_classes=cfg.get('num_classes', 10))
-    make_step, model = model_steps(cfg['model'], kwargs, lr=float(cfg.get('lr', 5e-4)), device=device)
+    make_step, model = model_steps(cfg['model'], kwargs, lr=float(cfg.get('lr', 5e-4)), device=device,
+                                   initial_checkpoint=initial_checkpoint)
     batches = load_batches(data_dir, model, batch_size, updates, split=cfg.get('train_split', 'train'))
     results = measure(make_step, batches, settings)
     choice = choose(results, tolerance, min_speedup)
     record = {'choice': choice, 'flags': flags(choice), 'results': results, 'tolerance': tolerance,
-              'min_speedup': min_speedup,
+              'min_speedup': min_speedup, 'initial_checkpoint': initial_checkpoint,
               'model': cfg['model'], 'model_kwargs': kwargs, 'batch_size': batch_size, 'updates': updates,
               'data': data_dir or 'random noise (loss check weaker than on images)', 'device': device,
               'hardware': hardware(), 'cpu_features': cpu_features(), 'torch': torch.__version__}
@@ -210,6 +216,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="Pick train.py's speed flags for this machine (printed on stdout).")
     p.add_argument('--config', required=True, help='the train.py --config YAML of the run (model, model_kwargs)')
     p.add_argument('--data-dir', default=None, help='ImageFolder root; without it the batches are noise')
+    p.add_argument('--initial-checkpoint', default=None, help="the run's starting weights (default: a fresh init)")
     p.add_argument('--batch-size', type=int, default=32)
     p.add_argument('--updates', type=int, default=4, help='updates per setting, the first untimed')
     p.add_argument('--settings', nargs='+', default=list(SETTINGS), choices=list(SETTINGS))
@@ -220,7 +227,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     try:
         record = select(args.config, args.data_dir, args.batch_size, args.updates, args.settings, args.tolerance,
-                        args.device, min_speedup=args.min_speedup)
+                        args.device, min_speedup=args.min_speedup, initial_checkpoint=args.initial_checkpoint)
     except (ValueError, OSError) as e:
         raise SystemExit(f'error: {e}')
     if args.out:
