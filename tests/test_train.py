@@ -185,6 +185,8 @@ def test_e2e_trajectory_distillation(small_imagefolder, tmp_path):
                   '--kd-model-name', 'vit_tiny_patch16_224', '--kd-teacher-checkpoint', str(ckpt),
                   '--kd-distill-type', 'trajectory', '--kd-mapping', 'arclength'], tmp_path)
     assert 'TrajectoryDistillationTask' in log and 'calibrated arclength mapping' in log
+    state = torch.load(tmp_path / 'e2e' / 'last.pth.tar', map_location='cpu', weights_only=False)
+    assert state['args'].kd_distill_type == 'trajectory'  # the recorded args say what ran
 
 
 @needs_train_py
@@ -296,3 +298,65 @@ def test_main_checks_config_before_training(tmp_path, monkeypatch):
     bad.write_text('model: odevit_tiny_cifar\nmodel_kwargz:\n  steps: 2\n')
     with pytest.raises(SystemExit, match="'model_kwargz' \\(did you mean 'model_kwargs'\\?\\)"):
         timm_odevit.train.main(['-c', str(bad), '--epochs', '1'])
+
+
+# ---- the wrapper runs other timm models as timm's train.py does ----------------------------------------
+def test_deep_supervision_only_for_this_packages_staged_models():
+    from timm_odevit.train import uses_deep_supervision
+    assert uses_deep_supervision(timm.create_model('bvit_tiny_cifar', stages=(2, 4), iterations=4))
+    assert not uses_deep_supervision(timm.create_model('bvit_tiny_cifar'))
+    for name in ('convnext_atto', 'maxvit_pico_rw_256'):  # timm models with a `stages` attribute
+        model = timm.create_model(name, num_classes=10)
+        assert len(model.stages) > 1 and not uses_deep_supervision(model)
+
+
+def test_image_folder_check_reads_the_config(tmp_path):
+    (tmp_path / 'train' / 'cat').mkdir(parents=True)
+    cfg = tmp_path / 'c.yaml'
+    cfg.write_text('dataset: torch/cifar10\n')  # not an ImageFolder: the folder is not checked
+    _check_image_folder(['--data-dir', str(tmp_path)], str(cfg))
+    cfg.write_text(f'data_dir: {tmp_path}\n')
+    with pytest.raises(SystemExit, match='no images under'):
+        _check_image_folder([], str(cfg))
+    cfg.write_text(f'data_dir: {tmp_path}\ntrain_split: nope\n')
+    (tmp_path / 'nope').mkdir()
+    with pytest.raises(SystemExit, match='no images under .*nope'):
+        _check_image_folder([], str(cfg))
+
+
+@needs_train_py
+def test_help_shows_the_wrappers_own_flags():
+    result = subprocess.run([sys.executable, '-m', 'timm_odevit.train', '--help'], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for flag in ('--timm-train PATH', '--validate', '--kd-teacher-checkpoint', '--kd-model-kwargs', '--kd-mapping'):
+        assert flag in result.stdout, flag
+
+
+@pytest.fixture(scope='module')
+def tiny_imagefolder(tmp_path_factory):
+    """4 classes x 6 train / 2 val random 32 px images: no dataset needed."""
+    import numpy as np
+    from PIL import Image
+    root = tmp_path_factory.mktemp('tiny')
+    rng = np.random.default_rng(0)
+    for split, n in (('train', 6), ('val', 2)):
+        for c in ('a', 'b', 'c', 'd'):
+            (root / split / c).mkdir(parents=True)
+            for i in range(n):
+                Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(root / split / c / f'{i}.png')
+    return root
+
+
+@needs_train_py
+def test_e2e_a_non_ode_timm_model_trains_as_timm_trains_it(tiny_imagefolder, tmp_path):
+    cmd = [sys.executable, '-m', 'timm_odevit.train', '--model', 'convnext_atto', '--num-classes', '4',
+           '--input-size', '3', '32', '32', '--data-dir', str(tiny_imagefolder), '--train-split', 'train',
+           '--val-split', 'val', '--epochs', '1', '-b', '12', '--workers', '0', '--output', str(tmp_path),
+           '--experiment', 'convnext', '--log-interval', '1', '--opt', 'sgd', '--lr', '0.01']
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-3000:]
+    assert 'DeepSupervisionTask' not in log
+    state = torch.load(tmp_path / 'convnext' / 'last.pth.tar', map_location='cpu', weights_only=False)
+    assert state['arch'] == 'convnext_atto' and state['state_dict']['head.fc.weight'].shape[0] == 4

@@ -90,15 +90,42 @@ def load_script(path: pathlib.Path):
     return module
 
 
+TRAJECTORY_DEFAULTS = {  # the trajectory-distillation flags and their defaults
+    'kd_teacher_checkpoint': None, 'kd_model_kwargs': {}, 'kd_mapping': 'uniform', 'kd_mapping_temperature': 30.,
+    'kd_tokens': 'cls', 'kd_ce_start_epoch': 0, 'kd_attn_mass_weight': 0., 'kd_jasmin_weight': 0., 'kd_jasmin_k': 2,
+    'kd_init_student': False,
+}
+
+
+def _wrapper_parser(add_help: bool = False) -> argparse.ArgumentParser:
+    """The wrapper's own flags (read before train.py / validate.py parse the rest)."""
+    parser = argparse.ArgumentParser(add_help=add_help, prog='odevit-train')
+    _wrapper_flags(parser)
+    return parser
+
+
+def _wrapper_flags(parser) -> None:
+    parser.add_argument('--timm-train', default=None, metavar='PATH',
+                        help="path to timm's train.py (validate.py is found beside it); default: $TIMM_TRAIN_PY, the "
+                             'cache, ../shared/timm, or a download of the installed version')
+    parser.add_argument('--validate', action='store_true', help="run timm's validate.py instead of train.py")
+
+
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     """timm_odevit's flags, added to train.py's own parser (and its --config YAML keys)."""
+    from timm.utils import ParseKwargs
     for action in parser._actions:
         if '--kd-distill-type' in action.option_strings and 'trajectory' not in action.choices:
             action.choices = list(action.choices) + ['trajectory']
             action.help = (action.help or '') + " 'trajectory': timm_odevit trajectory distillation."
+    _wrapper_flags(parser.add_argument_group('timm_odevit wrapper (python -m timm_odevit.train / odevit-train)'))
     group = parser.add_argument_group('timm_odevit trajectory distillation (--kd-distill-type trajectory)')
     group.add_argument('--kd-teacher-checkpoint', default=None, type=str,
-                       help='local checkpoint file for the --kd-model-name architecture')
+                       help='local checkpoint file of the teacher: a train.py checkpoint of --kd-model-name (rebuilt '
+                            'with its own --model-kwargs; the weights its run selected on, EMA with --model-ema) or a '
+                            'state dict of that architecture; read weights_only')
+    group.add_argument('--kd-model-kwargs', nargs='*', default={}, action=ParseKwargs,
+                       help='kwargs of the teacher --kd-model-name (override those of a train.py teacher checkpoint)')
     group.add_argument('--kd-mapping', default='uniform', choices=['uniform', 'arclength', 'softmax'],
                        help='teacher block -> student time point mapping')
     group.add_argument('--kd-mapping-temperature', default=30., type=float, help='T of the softmax mapping')
@@ -112,25 +139,45 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="copy the teacher's patch embedding, [CLS], pos embedding (frozen) and head")
 
 
+def uses_deep_supervision(model) -> bool:
+    """Whether train.py's classification task becomes :class:`DeepSupervisionTask`: only for this package's
+    staged models (a bViT with ``stages``); every other timm model trains exactly as timm's train.py trains it."""
+    from timm.utils import unwrap_model
+    from timm_odevit.models import ContinuousDepthViT
+    inner = unwrap_model(model)
+    return isinstance(inner, ContinuousDepthViT) and len(getattr(inner, 'stages', ()) or ()) > 1
+
+
+def check_distillation_args(args) -> None:
+    """SystemExit for trajectory-distillation flags that would be ignored or cannot work."""
+    trajectory = args.kd_distill_type == 'trajectory'
+    if trajectory and not args.kd_model_name:
+        raise SystemExit('error: --kd-distill-type trajectory needs --kd-model-name (the teacher)')
+    if not trajectory:
+        given = [f'--{k.replace("_", "-")}' for k, default in TRAJECTORY_DEFAULTS.items()
+                 if getattr(args, k, default) != default]
+        if given:
+            raise SystemExit(f'error: {", ".join(given)} appl{"ies" if len(given) == 1 else "y"} to '
+                             f'--kd-distill-type trajectory (got --kd-distill-type {args.kd_distill_type}); '
+                             'add --kd-distill-type trajectory, or drop them')
+
+
 def _install_tasks(module) -> None:
     """Route train.py's task construction to timm_odevit's tasks where they apply."""
-    from timm.utils import unwrap_model
     from timm_odevit.tasks import DeepSupervisionTask, TrajectoryDistillationTask
     original_parse, classification = module._parse_args, module.ClassificationTask
     state = {}
 
     def parse_args():
         args, args_text = original_parse()
+        check_distillation_args(args)
         if args.kd_distill_type == 'trajectory':
-            if not args.kd_model_name:
-                raise SystemExit('error: --kd-distill-type trajectory needs --kd-model-name (the teacher)')
-            args.kd_distill_type = 'feature'  # train.py's branch that builds FeatureDistillationTask
+            args.kd_distill_type = 'feature'  # train.py's branch that builds FeatureDistillationTask ...
             state['trajectory'] = args
         return args, args_text
 
     def classification_task(model, criterion=None, **kwargs):
-        inner = unwrap_model(model)
-        if len(getattr(inner, 'stages', ())) > 1:
+        if uses_deep_supervision(model):
             return DeepSupervisionTask(model, criterion=criterion, **kwargs)
         return classification(model, criterion=criterion, **kwargs)
 
@@ -142,18 +189,94 @@ def _install_tasks(module) -> None:
                 student_model=student_model, teacher_model=teacher_model, criterion=criterion,
                 distill_loss_weight=distill_loss_weight, task_loss_weight=task_loss_weight,
                 device=device, dtype=dtype, verbose=verbose, **feature_kwargs)
+        args.kd_distill_type = 'trajectory'  # ... and the args train.py saves in its checkpoints say what ran
         return TrajectoryDistillationTask(
             student_model, teacher_model, criterion=criterion, teacher_checkpoint=args.kd_teacher_checkpoint,
             mapping=args.kd_mapping, mapping_temperature=args.kd_mapping_temperature, tokens=args.kd_tokens,
             distill_loss_weight=distill_loss_weight, task_loss_weight=task_loss_weight,
             ce_start_epoch=args.kd_ce_start_epoch, init_student_from_teacher=args.kd_init_student,
             attn_mass_weight=args.kd_attn_mass_weight, jasmin_weight=args.kd_jasmin_weight,
-            jasmin_k=args.kd_jasmin_k, device=device, dtype=dtype, verbose=verbose)
+            jasmin_k=args.kd_jasmin_k, teacher_model_kwargs=args.kd_model_kwargs,
+            mean=getattr(args, 'mean', None), std=getattr(args, 'std', None),
+            device=device, dtype=dtype, verbose=verbose)
 
     feature_distillation = module.FeatureDistillationTask
     module._parse_args = parse_args
     module.ClassificationTask = classification_task
     module.FeatureDistillationTask = feature_task
+
+
+def _own_model(task):
+    """The task's bare model when it is one of this package's (else None: timm's code runs as it is)."""
+    from timm.utils import unwrap_model
+    from timm_odevit.models import ContinuousDepthViT
+    model = unwrap_model(task.get_eval_model())
+    return model if isinstance(model, ContinuousDepthViT) else None
+
+
+def checked_resume(original, ema: bool = False):
+    """train.py's ``resume_task_checkpoint`` / ``load_task_ema_checkpoint`` for this package's models: the file is
+    read weights_only with errors naming it, its weights are checked against the model (missing / unexpected /
+    mis-shaped keys named) and earlier parameter names are mapped, before timm's function restores them."""
+    from timm_odevit.hub import load_checkpoint_file
+    from timm_odevit.models._common import check_state_dict, upgrade_state_dict
+
+    def resume(task, checkpoint_path, *args, **kwargs):
+        model = _own_model(task)
+        if model is None:
+            return original(task, checkpoint_path, *args, **kwargs)
+        try:
+            ckpt = load_checkpoint_file(checkpoint_path, '--resume checkpoint')
+            keys = ('state_dict_ema', 'model_ema', 'state_dict', 'model') if ema else ('state_dict', 'model')
+            state = next((ckpt[k] for k in keys if isinstance(ckpt, dict) and isinstance(ckpt.get(k), dict)), ckpt)
+            if not isinstance(state, dict):
+                raise ValueError(f'--resume checkpoint {checkpoint_path!r} holds no state dict')
+            state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in state.items()}
+            check_state_dict(model, upgrade_state_dict(state), source=f'--resume checkpoint {checkpoint_path}')
+        except (ValueError, OSError) as e:
+            raise SystemExit(f'error: {e}') from None
+        load_state = task.load_checkpoint_state
+
+        def load_upgraded(state_dict, *a, **k):  # earlier parameter names -> today's, for this run's task only
+            return load_state(upgrade_state_dict(state_dict), *a, **k)
+        task.load_checkpoint_state = load_upgraded
+        try:
+            return original(task, checkpoint_path, *args, **kwargs)
+        finally:
+            del task.load_checkpoint_state
+    return resume
+
+
+def checked_create_model(create):
+    """train.py's ``create_model`` whose ``checkpoint_path`` (--initial-checkpoint) is loaded, for this package's
+    models, by the package: read weights_only with errors naming the file, through the models' checkpoint filter
+    (train.py / DDP wrappers unwrapped, earlier parameter names mapped, position embedding resampled), strictly."""
+    def create_model(name, *args, checkpoint_path=None, **kwargs):
+        from timm_odevit.hub import load_checkpoint_file
+        from timm_odevit.models import ContinuousDepthViT, checkpoint_filter_fn
+        from timm_odevit.models._common import check_state_dict
+        if not checkpoint_path:
+            return create(name, *args, **kwargs)
+        model = create(name, *args, **kwargs)
+        if not isinstance(model, ContinuousDepthViT):
+            from timm.models import load_checkpoint
+            load_checkpoint(model, checkpoint_path)  # what timm's create_model does with it
+            return model
+        source = f'--initial-checkpoint {checkpoint_path}'
+        try:
+            state = checkpoint_filter_fn(load_checkpoint_file(checkpoint_path, '--initial-checkpoint'), model)
+            check_state_dict(model, state, source=source)
+        except (ValueError, OSError) as e:
+            raise SystemExit(f'error: {e}') from None
+        model.load_state_dict(state)
+        return model
+    return create_model
+
+
+def _install_checkpoint_checks(module) -> None:
+    module.resume_task_checkpoint = checked_resume(module.resume_task_checkpoint)
+    module.load_task_ema_checkpoint = checked_resume(module.load_task_ema_checkpoint, ema=True)
+    module.create_model = checked_create_model(module.create_model)
 
 
 _CLOCK = {'last': time.time()}
@@ -214,17 +337,16 @@ def _continuous_summary(module) -> None:
     module.utils = types.SimpleNamespace(**{**vars(utils), 'update_summary': continuous_update_summary})
 
 
-def _check_image_folder(rest: List[str]) -> None:
-    """Fail early and clearly when an ImageFolder --data-dir holds no images."""
-    probe = argparse.ArgumentParser(add_help=False)
-    probe.add_argument('--data-dir', '--data_dir', default=None)
-    probe.add_argument('--dataset', '-d', default='')
-    probe.add_argument('--train-split', default='train')
-    known, _ = probe.parse_known_args(rest)
-    if not known.data_dir or known.dataset:
+def _check_image_folder(rest: List[str], config_path: Optional[str] = None) -> None:
+    """Fail early and clearly when an ImageFolder --data-dir holds no images (the options as train.py will
+    see them: the command line's, else the --config YAML's)."""
+    data_dir = _option(rest, '--data-dir', config_path, aliases=('--data_dir',))
+    dataset = _option(rest, '--dataset', config_path, aliases=('-d',))
+    split_name = _option(rest, '--train-split', config_path) or 'train'
+    if not data_dir or dataset:
         return
-    root = pathlib.Path(known.data_dir)
-    split = root / known.train_split
+    root = pathlib.Path(data_dir)
+    split = root / split_name
     search = split if split.is_dir() else root
     exts = {'.png', '.jpg', '.jpeg', '.bmp', '.webp', '.gif', '.tif', '.tiff'}
     if not root.exists():
@@ -233,15 +355,18 @@ def _check_image_folder(rest: List[str]) -> None:
         raise SystemExit(f'error: no images under {search} (expected an ImageFolder: {search}/<class>/<image>)')
 
 
-def _option(rest: List[str], flag: str, config_path: Optional[str]):
+def _option(rest: List[str], flag: str, config_path: Optional[str], aliases: tuple = ()):
     """The value train.py will use for ``flag``: the command line's, else the ``--config`` YAML's, else None."""
     key = flag.lstrip('-').replace('-', '_')
     probe = argparse.ArgumentParser(add_help=False)
-    probe.add_argument(flag, dest=key, default=None)
+    probe.add_argument(flag, *aliases, dest=key, default=None)
     value = probe.parse_known_args(rest)[0].__dict__[key]
     if value is None and config_path:
         import yaml
-        value = (yaml.safe_load(pathlib.Path(config_path).read_text()) or {}).get(key)
+        try:
+            value = (yaml.safe_load(pathlib.Path(config_path).read_text()) or {}).get(key)
+        except (OSError, yaml.YAMLError, AttributeError):
+            return None  # check_config_keys reports an unreadable config
     return value
 
 
@@ -296,26 +421,30 @@ def check_config_keys(parser: argparse.ArgumentParser, path) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument('--timm-train', default=None, help='path to timm train.py (validate.py is found beside it)')
-    parser.add_argument('--validate', action='store_true', help="run timm's validate.py instead of train.py")
-    ours, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    ours, rest = _wrapper_parser().parse_known_args(argv)
     import timm_odevit  # noqa: F401  (registers the models)
 
     script = 'validate.py' if ours.validate else 'train.py'
     try:
         path = locate_script(script, ours.timm_train)
     except FileNotFoundError as e:
+        if '-h' in rest or '--help' in rest:
+            _wrapper_parser(add_help=True).print_help()
         raise SystemExit(f'error: {e}')
     module = load_script(path)
-    if not ours.validate:
+    if ours.validate:
+        if hasattr(module, 'parser'):
+            _wrapper_flags(module.parser.add_argument_group('timm_odevit wrapper (odevit-validate)'))
+    else:
         _add_arguments(module.parser)
         _install_tasks(module)
+        _install_checkpoint_checks(module)
         _continuous_summary(module)
-        _check_image_folder(rest)
         config, _ = module.config_parser.parse_known_args(rest)
         if config.config:
             check_config_keys(module.parser, config.config)
+        _check_image_folder(rest, config.config)
         check_auto_augment(_option(rest, '--aa', config.config))
     if not any(a == '--device' or a.startswith('--device=') for a in rest):
         import torch
