@@ -1,4 +1,5 @@
 import json
+import re
 import pathlib
 
 import pytest
@@ -99,14 +100,69 @@ def test_inspect_command(tmp_path, capsys):
     assert len(list(tmp_path.glob('*.png'))) >= 3 and (tmp_path / 'summary.json').exists()
 
 
-def test_bad_input(tmp_path, model):
+def _cli_error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        inspect_main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert 'Traceback' not in err
+    return err.strip().splitlines()[-1]
+
+
+def test_bad_input(tmp_path, model, capsys):
     bad = tmp_path / 'not_an_image.png'
     bad.write_text('hello')
     with pytest.raises(ValueError, match='cannot read image'):
         load_image(str(bad), model)
-    with pytest.raises(SystemExit, match='cannot read image'):
-        inspect_main(['--model', 'odevit_tiny_cifar', '--image', str(tmp_path / 'missing.png'), '--out', str(tmp_path)])
-    with pytest.raises(SystemExit, match='no ODE trajectory'):
-        inspect_main(['--model', 'resnet18', '--image', str(CAT), '--out', str(tmp_path)])
+    err = _cli_error(['--model', 'odevit_tiny_cifar', '--image', str(tmp_path / 'missing.png'), '--out', str(tmp_path)],
+                     capsys)
+    assert 'odevit-inspect: error: --image: cannot read image' in err
+    err = _cli_error(['--model', 'resnet18', '--image', str(CAT), '--out', str(tmp_path)], capsys)
+    assert 'error: --model resnet18 has no ODE trajectory' in err
     with pytest.raises(TypeError, match='no ODE trajectory'):
         analysis.trajectory(timm.create_model('vit_tiny_cifar_flops_matched'), torch.randn(1, 3, 32, 32))
+
+
+@pytest.mark.parametrize('extra,words', [
+    (['--mass-q', 'nan'], r'--mass-q must be in \(0, 1\], got nan'),
+    (['--mass-q', '1.5'], r'--mass-q must be in \(0, 1\], got 1.5'),
+    (['--mass-q', '0'], r'--mass-q must be in'),
+    (['--lyapunov-steps', '0'], r'--lyapunov-steps must be >= 1'),
+    (['--checkpoint', '{tmp}'], r'--checkpoint: checkpoint .* is a directory'),
+    (['--model', 'no_such_model'], r'--model no_such_model: Unknown model'),
+    (['--out', '{tmp}/file'], r'--out .*file is a file'),
+])
+def test_inspect_cli_errors_name_the_argument(tmp_path, capsys, extra, words):
+    (tmp_path / 'file').write_text('x')
+    image = tmp_path / 'img.png'
+    from PIL import Image
+    Image.new('RGB', (32, 32), (10, 20, 30)).save(image)
+    argv = ['--model', 'odevit_tiny_cifar', '--image', str(image), '--out', str(tmp_path / 'out')]
+    argv += [a.replace('{tmp}', str(tmp_path)) for a in extra]
+    assert re.search(f'odevit-inspect: error: {words}', _cli_error(argv, capsys))
+
+
+def test_inspect_cli_bad_local_dir_config_names_the_file(tmp_path, capsys):
+    (tmp_path / 'm').mkdir()
+    (tmp_path / 'm' / 'config.json').write_text('{bad')
+    err = _cli_error(['--model', f'local-dir:{tmp_path / "m"}', '--image', 'x.png', '--out', str(tmp_path / 'o')], capsys)
+    assert f'{tmp_path / "m" / "config.json"} is not a valid timm config.json' in err
+
+
+def test_inspect_cli_every_flag_has_help():
+    from timm_odevit.inspect_cli import inspect_parser
+    assert not [a.dest for a in inspect_parser()._actions if not a.help]
+
+
+@pytest.mark.parametrize('call,words', [
+    (lambda m, x: analysis.mass_mask(torch.rand(2, 4, 4), float('nan')), 'q'),
+    (lambda m, x: analysis.mass_mask(torch.rand(2, 4, 4), 1.5), 'q'),
+    (lambda m, x: analysis.lyapunov_exponent(m, x, steps=0), 'steps must be an integer >= 1'),
+    (lambda m, x: analysis.lipschitz_estimate(m, x, iters=0), 'power iterations'),
+    (lambda m, x: analysis.lyapunov_exponent_of_field(lambda z: -z, torch.ones(1, 2, 3), t_end=1., steps=4,
+                                                      transient=1.), 'transient'),
+    (lambda m, x: analysis.lyapunov_exponent_of_field(lambda z: -z, torch.ones(1, 2, 3), t_end=0., steps=4), 't_end'),
+])
+def test_degenerate_analysis_arguments_are_refused(model, image, call, words):
+    with pytest.raises(ValueError, match=words):
+        call(model, image)

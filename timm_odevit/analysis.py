@@ -23,6 +23,26 @@ from .layers import attention_probs, depth_stack  # noqa: F401  (attention_probs
 from .models import embed_tokens
 
 
+def _check_count(name: str, value, minimum: int = 1) -> int:
+    """ValueError unless ``value`` is an integer >= ``minimum`` (0 steps / iterations give no estimate)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f'{name} must be an integer >= {minimum}, got {value!r}')
+    return value
+
+
+def _check_fraction(name: str, value, low_open: bool = True, high_open: bool = False) -> float:
+    """ValueError unless ``value`` is a number in (0, 1] (NaN fails), or the interval the flags say."""
+    try:
+        ok = not isinstance(value, bool) and (0 < value if low_open else 0 <= value) and \
+            (value < 1 if high_open else value <= 1)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f'{name} must be a number in {"(" if low_open else "["}0, 1{")" if high_open else "]"}, '
+                         f'got {value!r}')
+    return float(value)
+
+
 def is_recurrent(model: nn.Module) -> bool:
     """Whether the model's depth is a plain recurrence (bViT, regime='recurrent') rather than an ODE."""
     return depth_stack(model).is_recurrent
@@ -93,6 +113,7 @@ def cls_attention_mass(model: nn.Module, maps: torch.Tensor) -> torch.Tensor:
 def mass_mask(mass: torch.Tensor, q: float = 0.9) -> torch.Tensor:
     """Boolean mask of the smallest set of patches holding at least a fraction q of the mass
     (the thresholded-mass view), same shape as ``mass`` (…, h, w)."""
+    q = _check_fraction('q (the mass fraction)', q)
     flat = mass.flatten(-2)
     values, order = flat.sort(-1, descending=True)
     keep_sorted = (values.cumsum(-1) - values) < q * flat.sum(-1, keepdim=True)
@@ -118,6 +139,12 @@ def lyapunov_exponent_of_field(
 
     Returns λ and the per-step log growth (steps,).
     """
+    steps = _check_count('steps', steps)
+    _check_fraction('transient', transient, low_open=False, high_open=True)
+    if not (isinstance(t_end, (int, float)) and math.isfinite(t_end) and t_end > 0):
+        raise ValueError(f't_end must be a finite number > 0, got {t_end!r}')
+    if int(transient * steps) >= steps:
+        raise ValueError(f'transient={transient} discards all {steps} steps')
     g = torch.Generator().manual_seed(seed)
     v = torch.zeros_like(x0)
     noise = torch.randn(x0.shape, generator=g, dtype=x0.dtype).to(x0.device)
@@ -159,6 +186,7 @@ def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tup
     recurrence). RK4 over ``steps`` points as in the reference, in float64 on a copy of the model
     (trained fields can grow the state by many orders of magnitude)."""
     import copy
+    _check_count('steps', steps)
     model = copy.deepcopy(model).double().eval()
     stack = depth_stack(model)
     x0 = embed_tokens(model, x[:1].double())
@@ -170,6 +198,7 @@ def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tup
 
 
 def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 0) -> float:
+    _check_count('iters (power iterations)', iters)
     g = torch.Generator().manual_seed(seed)
     v = torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)
     v = v / v.norm()
@@ -186,6 +215,7 @@ def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 
 def lipschitz_estimate(model: nn.Module, x: torch.Tensor, iters: int = 20) -> float:
     """max over the trajectory's states of ‖∂ψ/∂X‖₂ by power iteration on JᵀJ (a local Lipschitz
     estimate of the field ψ on the data's trajectory)."""
+    _check_count('iters (power iterations)', iters)
     f = field_fn(model)
     with torch.no_grad():
         states = trajectory(model, x[:1])

@@ -20,12 +20,9 @@ from .layers import ContinuousDepthStack
 
 def load_image(path: str, model) -> torch.Tensor:
     """Read an image and preprocess it with the model's own data config -> (1, C, H, W)."""
-    from PIL import Image, UnidentifiedImageError
     from timm.data import create_transform, resolve_data_config
-    try:
-        img = Image.open(path).convert('RGB')
-    except (FileNotFoundError, IsADirectoryError, UnidentifiedImageError, OSError) as e:
-        raise ValueError(f'cannot read image {path!r}: {e}') from e
+    from .data import open_rgb
+    img = open_rgb(path)  # 16-bit and palette images converted faithfully; ValueError naming the file
     transform = create_transform(**resolve_data_config(model=model), is_training=False)
     return transform(img)[None]
 
@@ -37,7 +34,8 @@ def _denormalise(x: torch.Tensor, model) -> torch.Tensor:
     return (x[0] * std + mean).clamp(0, 1).permute(1, 2, 0)
 
 
-def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> Dict[str, Any]:
+def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lyapunov_steps: int = 24) -> Dict[str, Any]:
+    """Write the figures and summary.json of image ``x`` (1, C, H, W) into ``out_dir``; returns the summary."""
     from matplotlib.figure import Figure
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -49,7 +47,7 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9) -> 
     maps = analysis.attention_maps(model, states)
     mass = analysis.cls_attention_mass(model, maps)[:, 0]  # (P + 1, h, w)
     masks = analysis.mass_mask(mass, mass_q)
-    lam, growth = analysis.lyapunov_exponent(model, x)
+    lam, growth = analysis.lyapunov_exponent(model, x, steps=lyapunov_steps)
     unit = 'iteration' if analysis.is_recurrent(model) else 't'
     image = _denormalise(x, model)
     H, W = image.shape[:2]
@@ -139,25 +137,60 @@ def _finite_or_none(obj):
     return obj
 
 
-def main(argv: Optional[list] = None) -> None:
+def inspect_parser() -> argparse.ArgumentParser:
+    """odevit-inspect's command line."""
+    p = argparse.ArgumentParser(prog='odevit-inspect', description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--model', required=True, help="timm model name, local-dir:FOLDER or hf-hub:ORG/NAME of a "
+                   'continuous-depth model (odevit_*, bvit_*, vit_odeified)')
+    p.add_argument('--checkpoint', default=None, help='train.py checkpoint (rebuilt with its own --model-kwargs; the '
+                   'weights its run selected on) or a state dict file of --model; read weights_only')
+    p.add_argument('--pretrained', action='store_true', help="load --model's pretrained weights")
+    p.add_argument('--image', required=True, help='image file to follow through the model')
+    p.add_argument('--out', required=True, help='folder for the figures and summary.json (created)')
+    p.add_argument('--mass-q', type=float, default=0.9,
+                   help='fraction of the [CLS] attention mass the contour holds, in (0, 1] (default: 0.9)')
+    p.add_argument('--lyapunov-steps', type=int, default=24,
+                   help='RK4 steps of the tangent integration for the Lyapunov exponent, >= 1 (default: 24)')
+    return p
+
+
+def _build_model(p: argparse.ArgumentParser, args):
     import timm
+    from .hub import model_from_checkpoint, read_config
+    try:
+        if args.model.startswith('local-dir:'):
+            read_config(args.model[len('local-dir:'):])  # a bad config.json named before timm's loader reads it
+        if args.checkpoint:
+            if args.pretrained:
+                p.error('--checkpoint and --pretrained both give weights: pass one')
+            return model_from_checkpoint(args.checkpoint, model_name=args.model)[0]
+        return timm.create_model(args.model, pretrained=args.pretrained)
+    except RuntimeError as e:  # timm: unknown model name
+        p.error(f'--model {args.model}: {e}')
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        p.error(f'{"--checkpoint" if args.checkpoint else "--model"}: {e.args[0] if isinstance(e, KeyError) else e}')
+
+
+def main(argv: Optional[list] = None) -> None:
     import timm_odevit  # noqa: F401
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--model', required=True)
-    p.add_argument('--checkpoint', default=None, help='train.py checkpoint or weights file')
-    p.add_argument('--pretrained', action='store_true')
-    p.add_argument('--image', required=True)
-    p.add_argument('--out', required=True)
-    p.add_argument('--mass-q', type=float, default=0.9)
+    p = inspect_parser()
     args = p.parse_args(argv)
-    model = timm.create_model(args.model, pretrained=args.pretrained, checkpoint_path=args.checkpoint or '')
+    if not (0 < args.mass_q <= 1):  # NaN fails too
+        p.error(f'--mass-q must be in (0, 1], got {args.mass_q}')
+    if args.lyapunov_steps < 1:
+        p.error(f'--lyapunov-steps must be >= 1, got {args.lyapunov_steps}')
+    out = pathlib.Path(args.out)
+    if out.exists() and not out.is_dir():
+        p.error(f'--out {out} is a file, not a folder')
+    model = _build_model(p, args)
     if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
-        raise SystemExit(f'error: {args.model} has no ODE trajectory to inspect (use an odevit_*, bvit_* or vit_odeified model)')
+        p.error(f'--model {args.model} has no ODE trajectory to inspect (use an odevit_*, bvit_* or vit_odeified model)')
     try:
         x = load_image(args.image, model)
     except ValueError as e:
-        raise SystemExit(f'error: {e}')
-    summary = inspect_image(model, x, args.out, args.mass_q)
+        p.error(f'--image: {e}')
+    summary = inspect_image(model, x, args.out, args.mass_q, lyapunov_steps=args.lyapunov_steps)
     print(json.dumps({k: summary[k] for k in ('prediction', 'confidence', 'lyapunov_exponent', 'figures')}))
 
 
