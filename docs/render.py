@@ -416,7 +416,10 @@ def table_odeify_params(ctx: Context) -> str:
 
 # -- releases
 def _front_matter_metric(card: str, name: str) -> Optional[float]:
-    m = re.search(r'name: ' + re.escape(name) + r'\s*\n\s*value: ([0-9.]+)', card)
+    # a metric item of the card's model-index, its keys in either order (hand-written cards: name, value;
+    # huggingface_hub's EvalResult: type, value, name)
+    m = (re.search(r'name: ' + re.escape(name) + r'\s*\n\s*value: ([0-9.]+)', card)
+         or re.search(r'value: ([0-9.]+)\s*\n\s*name: ' + re.escape(name) + r'\s*\n', card))
     return float(m.group(1)) if m else None
 
 
