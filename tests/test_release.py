@@ -27,7 +27,7 @@ def test_every_loading_path_gives_the_same_logits(folder):
     models = {
         'local-dir': timm.create_model(f'local-dir:{folder}', pretrained=True),
         'hf-hub': timm.create_model(f'hf-hub:{repo_id}', pretrained=True),   # offline, from the session cache
-        'registered tag': timm.create_model(folder.name, pretrained=True),  # default_cfgs hf_hub_id
+        'registered tag': timm.create_model(folder.name, pretrained=True),  # default_cfgs file= (packaged)
     }
     with torch.no_grad():
         logits = {k: m.eval()(x) for k, m in models.items()}
@@ -41,7 +41,10 @@ def _card_top1(folder: pathlib.Path) -> float:
     assert 'library_name: timm' in card and 'model-index:' in card
     images = int(re.search(r'\(([0-9,]+) test images', card).group(1).replace(',', ''))
     assert images == 10000
-    return float(re.search(r'name: Top-1 accuracy\n\s+value: ([0-9.]+)', card).group(1))
+    # the model-index metric, keys in either order (huggingface_hub's EvalResult writes value before name)
+    m = (re.search(r'name: Top-1 accuracy\n\s+value: ([0-9.]+)', card)
+         or re.search(r'value: ([0-9.]+)\n\s+name: Top-1 accuracy\n', card))
+    return float(m.group(1))
 
 
 def test_model_card_accuracies_are_reproduced():
