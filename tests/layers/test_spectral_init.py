@@ -16,7 +16,7 @@ def _linear_and_conv_weights(model):
     ('odevit_small_cifar', {}),
 ])
 def test_every_weight_has_spectral_norm_one(name, kwargs):
-    model = timm.create_model(name, **kwargs)
+    model = timm.create_model(name, head_init='spectral', **kwargs)  # the reference's init (default: timm's head)
     weights = _linear_and_conv_weights(model)
     assert any(n.endswith('attn.qkv') or n.endswith('attn.qk') for n, _ in weights)  # in-projection included
     for n, w in weights:

@@ -87,14 +87,16 @@ def _paper_odevit(model, x, steps):
 
 
 def test_default_forward_is_the_papers_equations():
-    torch.manual_seed(0)
     model = timm.create_model('odevit_tiny_cifar', steps=6).eval()
     assert isinstance(model.norm, torch.nn.Identity)  # no final norm: the head reads X(1) directly
     assert isinstance(model.field.norm_attn, CenterNorm) and model.field.attn.qkv.bias is None
+    # float64: with these weights the dynamics amplify float32 rounding up to ~0.5 % of the logits
+    model.double()
+    torch.manual_seed(0)  # the random weights below do not depend on how the model initialises itself
     with torch.no_grad():  # random weights everywhere, norms and tokens included (logits ~1e3: one
         for p in model.parameters():  # step less changes them by ~1e3, zeroing the registers by ~1e2)
             p.copy_(torch.randn_like(p) / (p[0].numel() ** 0.5 if p.ndim > 1 else 1.))
-        x = torch.randn(2, 3, 32, 32)
+        x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
         torch.testing.assert_close(model(x), _paper_odevit(model, x, steps=6), rtol=1e-4, atol=1e-2)
 
 
@@ -103,6 +105,22 @@ def test_tokens_initialised_as_the_reference():
     model = timm.create_model('odevit_tiny_cifar')
     for token in (model.cls_token, model.reg_token, model.pos_embed):
         assert 0.015 < token.std().item() < 0.025  # truncated normal, std 0.02 (timm's ViT: 1e-6 for tokens)
+
+
+def test_head_initialised_like_timm_vit_reference_init_on_request():
+    """The classifier starts like timm's ViT's (trunc-normal std 0.02): with the reference's spectral-norm-1
+    head the loss is too sharp for timm's default SGD (issue 25, bench/sgd_divergence.py)."""
+    torch.manual_seed(0)
+    model = timm.create_model('odevit_tiny_cifar')
+    assert 0.015 < model.head.weight.std().item() < 0.025 and not model.head.bias.any()
+    reference = timm.create_model('odevit_tiny_cifar', head_init='spectral')
+    assert torch.linalg.matrix_norm(reference.head.weight.detach(), ord=2).item() == pytest.approx(1., abs=1e-4)
+    x = torch.randn(8, 3, 32, 32)
+    with torch.no_grad():
+        assert model.eval()(x).std() < 0.5 * reference.eval()(x).std()  # smaller initial logits, input-dependent
+        assert model(x).std(0).min() > 0
+    with pytest.raises(ValueError, match='head_init'):
+        timm.create_model('odevit_tiny_cifar', head_init='zeros')
 
 
 # ---- solver knobs -----------------------------------------------------------------------------
@@ -319,3 +337,21 @@ def test_blow_up_raises_instead_of_nan_logits():
         model(torch.randn(1, 3, 32, 32))
     model.set_solver(check_finite=False)
     assert not torch.isfinite(model(torch.randn(1, 3, 32, 32))).all()
+
+
+def test_blow_up_from_exploded_weights_blames_the_training_updates():
+    """Weights that diverged training leaves behind (timm's default SGD at batch 128: spectral norms ~1e10 by
+    update 6, bench/sgd_divergence.py) are named as the cause, with recipes that train; a blow-up of sane
+    weights is not blamed on training."""
+    x = torch.randn(1, 3, 32, 32)
+    model = timm.create_model('odevit_tiny_cifar', steps=2).eval()
+    with torch.no_grad():
+        model.field.attn.qkv.weight.mul_(1e12)
+    with pytest.raises(FloatingPointError, match=r'(?s)largest spectral norm .*weights have blown up: the training '
+                                                 r'updates.*not the solver.*--clip-grad 1') as info:
+        model(x)
+    assert 'attn.' in str(info.value)
+    steep = timm.create_model('odevit_tiny_cifar', depth_scale=1e5).eval()  # the dynamics, not the weights
+    with pytest.raises(FloatingPointError, match='largest spectral norm 1 ') as info:
+        steep(x)
+    assert 'blown up' not in str(info.value)

@@ -16,6 +16,7 @@ blow-up raises an error instead of NaN logits. bench/odevit_parity.py trains bot
 """
 from typing import Any, Dict, Optional, Tuple, Union
 
+import torch
 from torch import nn
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
@@ -28,6 +29,7 @@ from ._common import (
 )
 
 __all__ = ['ODEViT', 'checkpoint_filter_fn']
+HEAD_INITS = ('trunc_normal', 'spectral')
 
 
 class ODEViT(ContinuousDepthViT):
@@ -59,6 +61,7 @@ class ODEViT(ContinuousDepthViT):
             reg_tokens: int = 10,
             final_norm: bool = False,
             fc_norm: Optional[bool] = None,
+            head_init: str = 'trunc_normal',
             time_conditioned: bool = False,
             dynamic_img_size: bool = False,
             solver: str = 'euler',
@@ -95,6 +98,11 @@ class ODEViT(ContinuousDepthViT):
             final_norm: LayerNorm on the final state before pooling/head (after pooling for 'avg'-like
                 pools unless fc_norm=False, as timm's ViT). Off in the paper and by default: measured, it
                 costs 7-10 points and lets the state grow 25-180x along t.
+            head_init: the classifier's initialisation (biases 0 either way): 'trunc_normal' (timm's ViT:
+                truncated normal, std 0.02) or 'spectral' (the reference code: spectral norm 1 like every other
+                linear). With 'spectral' the initial logits are ~3x larger and the loss's sharpness is above what
+                timm's default SGD can take (train.py, lr 0.1·batch/256, momentum 0.9: NaN within ~10 updates at
+                batch 32; bench/sgd_divergence.py). The function class and trained weights are the same.
             time_conditioned: non-autonomous field ψ(t, X) with a learned time code.
             dynamic_img_size: accept any input size divisible by the patch (pos-embed resampled).
             solver, steps, step_size, t_end, rtol, atol, adjoint, check_finite, solver_options: the
@@ -103,6 +111,8 @@ class ODEViT(ContinuousDepthViT):
                 dropouts (head, tokens, patches, attention, projections, drop-path on the field's branches).
         """
         dd = {'device': device, 'dtype': dtype}
+        if head_init not in HEAD_INITS:
+            raise ValueError(f'Unknown head_init {head_init!r}; choose one of {HEAD_INITS}')
         super().__init__(
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
             global_pool=global_pool, embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio,
@@ -110,6 +120,7 @@ class ODEViT(ContinuousDepthViT):
             dynamic_img_size=dynamic_img_size, drop_rate=drop_rate, pos_drop_rate=pos_drop_rate,
             patch_drop_rate=patch_drop_rate, field_drop_rates=dict(
                 attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate), **dd)
+        self.head_init = head_init
         field = ODEViTField(
             embed_dim, num_heads, mlp_ratio=mlp_ratio, depth_scale=depth_scale, attn_type=attn_type, bias=bias,
             norm=field_norm, attn_drop=attn_drop_rate, proj_drop=proj_drop_rate, drop_path=drop_path_rate,
@@ -120,8 +131,9 @@ class ODEViT(ContinuousDepthViT):
         self.init_weights()
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
-        """Spectral init of every linear/conv (SPEC §1); [CLS], registers and position embedding
-        truncated-normal with std 0.02, as in the reference code (``mode`` is timm's, unused)."""
+        """Spectral init of every linear/conv (SPEC §1) but the classifier (``head_init``); [CLS], registers
+        and position embedding truncated-normal with std 0.02, as in the reference code (``mode`` is timm's,
+        unused)."""
         spectral_init_(self)
         if self.pos_embed.is_meta:
             return
@@ -130,6 +142,57 @@ class ODEViT(ContinuousDepthViT):
                 trunc_normal_(token, std=.02)
         if self.field.time_embed is not None:
             nn.init.zeros_(self.field.time_embed.proj.weight)
+        if self.head_init == 'trunc_normal' and isinstance(self.head, nn.Linear):
+            trunc_normal_(self.head.weight, std=.02)
+
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False) -> torch.Tensor:
+        """timm's; a non-finite state or logits raise FloatingPointError that also says what the field's
+        weights look like, so that a training run whose updates blew the weights up is told so."""
+        if torch.compiler.is_compiling():
+            return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
+        try:
+            return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
+        except FloatingPointError as e:
+            raise FloatingPointError(f'{e}\n{weight_diagnosis(self)}') from e
+
+
+# spectral norms of a trained field: odevit_tiny_cifar.c10 (AdamW, 12 epochs) has 3.6 at most (q/k blocks), the
+# growth bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) below is 12·(0.71 + 1) ≈ 20 at the spectral init and ≈ 83 in that release
+EXPLODED_SPECTRAL_NORM = 100.
+
+
+@torch.no_grad()
+def weight_diagnosis(model: 'ODEViT') -> str:
+    """What the field's weights say about a blow-up: their largest spectral norm and the bound
+    s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) on the state's growth rate; when the weights themselves have exploded, that
+    the training updates (optimiser, lr, clipping) did it, not the solver, and which recipes train."""
+    field = model.field
+    norms = {}
+    for name, p in field.named_parameters():
+        if p.ndim != 2 or p.is_meta:
+            continue
+        w = p.detach().float()
+        blocks = zip(('q', 'k', 'v'), w.chunk(3)) if name.endswith('qkv.weight') else [('', w)]
+        for part, block in blocks:
+            key = name.replace('qkv', part) if part else name
+            norms[key] = (torch.linalg.matrix_norm(block, ord=2).item()
+                          if bool(torch.isfinite(block).all()) else float('inf'))
+    if not norms:
+        return ''
+    worst = max(norms, key=norms.get)
+    value = norms.get('attn.v.weight', 0.) * norms.get('attn.proj.weight', 0.)
+    mlp = norms.get('mlp.fc1.weight', 0.) * norms.get('mlp.fc2.weight', 0.)
+    gain = field.depth_scale * (value + mlp)
+    text = (f'ODE-ViT field weights: largest spectral norm {norms[worst]:.3g} ({worst}; 1 at initialisation, '
+            f'≤ 4 in the released odevit_tiny_cifar.c10), state growth-rate bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) = '
+            f'{gain:.3g} (≈ 20 at initialisation, ≈ 80 in that release).')
+    if norms[worst] > EXPLODED_SPECTRAL_NORM:
+        text += (' The weights have blown up: the training updates were too large for this model (optimiser / lr / '
+                 'no gradient clipping), not the solver or its number of steps. timm\'s default SGD '
+                 '(lr 0.1·batch/256, momentum 0.9, no clipping) is above ODE-ViT\'s stable step size from batch '
+                 '128 (bench/sgd_divergence.py). Recipes that train: the same SGD with --clip-grad 1, or AdamW '
+                 '(--opt adamw --lr 1e-3 --clip-grad 1: train_configs/release_odevit_tiny_cifar10_cpu_long.yaml).')
+    return text
 
 
 def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
