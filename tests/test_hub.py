@@ -6,6 +6,7 @@ import pathlib
 import re
 import shutil
 
+import huggingface_hub
 import pytest
 import timm
 import torch
@@ -59,7 +60,10 @@ def test_export_writes_timm_hub_format(exported):
     assert tuple(cfg['mean']) == pytest.approx((0.4914, 0.4822, 0.4465)) and cfg['input_size'] == [3, 32, 32]
     card = (folder / 'README.md').read_text()
     assert card.startswith('---\n') and 'library_name: timm' in card and 'model-index:' in card
-    assert f"value: {metrics['top1']:.2f}" in card and metrics['images'] == 30 and metrics['nfe'] == 12
+    assert metrics['images'] == 30 and metrics['nfe'] == 12
+    # the model-index carries the measured top-1 (read as YAML: 20.0 prints as "20.0", not "20.00")
+    results = huggingface_hub.metadata_load(folder / 'README.md')['model-index'][0]['results'][0]['metrics']
+    assert {m['name']: m['value'] for m in results}['Top-1 accuracy'] == round(metrics['top1'], 2)
 
 
 def test_model_card_accuracy_is_measured(exported, eval_dir):
