@@ -67,3 +67,33 @@ def gflops(model: torch.nn.Module) -> float:
         model(x)
     model.train(was_training)
     return counter.get_total_flops() / 1e9
+
+
+_PEAK_MEMORY_CHILD = r'''
+import json, resource, sys, torch, timm, timm_odevit
+batch = int(sys.argv[1])
+dev = 'cuda' if torch.cuda.is_available() else 'cpu'
+{build}
+model = model.to(dev).train()
+x = torch.randn(batch, 3, 32, 32, device=dev)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if dev == 'cuda':
+    torch.cuda.reset_peak_memory_stats(); base_cuda = torch.cuda.memory_allocated()
+model(x).sum().backward()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = {{'peak_mib': (peak - base) / 1024}}
+if dev == 'cuda':
+    out['peak_mib'] = (torch.cuda.max_memory_allocated() - base_cuda) / 2 ** 20
+print(json.dumps(out))
+'''
+
+
+def peak_train_memory_mib(build: str, batch: int) -> float:
+    """Peak memory (MiB) of one forward + backward of a 32x32 batch, in a fresh subprocess so that nothing allocated
+    before counts. ``build`` is Python source that assigns ``model`` (``torch``, ``timm`` and ``timm_odevit`` are
+    imported). CPU: peak resident set size (ru_maxrss) minus its level once the model is built; CUDA:
+    ``torch.cuda.max_memory_allocated`` minus what was allocated before the step."""
+    import subprocess
+    out = subprocess.run([sys.executable, '-c', _PEAK_MEMORY_CHILD.format(build=build), str(batch)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])['peak_mib']

@@ -9,38 +9,17 @@ CUDA ``torch.cuda.max_memory_allocated``. Families: odevit_tiny_cifar (Euler), b
     python bench/grad_checkpointing_memory.py [--steps 4 8 16] [--batch 32]
 """
 import argparse
-import json
-import subprocess
-import sys
 
-from _util import write_result
+from _util import peak_train_memory_mib, write_result
 
-CHILD = r'''
-import json, resource, sys, torch, timm, timm_odevit
-family, steps, batch, ckpt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1'
-dev = 'cuda' if torch.cuda.is_available() else 'cpu'
-if family == 'odevit_tiny_cifar':
-    model = timm.create_model(family, steps=steps)
-elif family == 'bvit_tiny_cifar':
-    model = timm.create_model(family, iterations=steps)
-else:
-    model = timm.create_model('vit_odeified', base='vit_tiny_patch16_224', img_size=32, patch_size=4, depth=steps,
-                              num_classes=10)
-model = model.to(dev).train()
-model.set_grad_checkpointing(ckpt)
-x = torch.randn(batch, 3, 32, 32, device=dev)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-if dev == 'cuda':
-    torch.cuda.reset_peak_memory_stats(); base_cuda = torch.cuda.memory_allocated()
-model(x).sum().backward()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-out = {'peak_mib': (peak - base) / 1024}
-if dev == 'cuda':
-    out['peak_mib'] = (torch.cuda.max_memory_allocated() - base_cuda) / 2 ** 20
-print(json.dumps(out))
-'''
+BUILD = {
+    'odevit_tiny_cifar': "model = timm.create_model('odevit_tiny_cifar', steps={steps})",
+    'bvit_tiny_cifar': "model = timm.create_model('bvit_tiny_cifar', iterations={steps})",
+    'vit_odeified': ("model = timm.create_model('vit_odeified', base='vit_tiny_patch16_224', img_size=32, patch_size=4, "
+                     "depth={steps}, num_classes=10)"),
+}
 
-FAMILIES = ('odevit_tiny_cifar', 'bvit_tiny_cifar', 'vit_odeified')
+FAMILIES = tuple(BUILD)
 
 
 def main():
@@ -55,10 +34,9 @@ def main():
     for family in args.families:
         for steps in args.steps:
             row = {'family': family, 'steps': steps}
-            for key, flag in (('without_mib', '0'), ('with_mib', '1')):
-                out = subprocess.run([sys.executable, '-c', CHILD, family, str(steps), str(args.batch), flag],
-                                     capture_output=True, text=True, check=True)
-                row[key] = json.loads(out.stdout.strip().splitlines()[-1])['peak_mib']
+            for key, ckpt in (('without_mib', False), ('with_mib', True)):
+                build = BUILD[family].format(steps=steps) + f'\nmodel.set_grad_checkpointing({ckpt})'
+                row[key] = peak_train_memory_mib(build, args.batch)
             row['ratio'] = row['with_mib'] / row['without_mib']
             rows.append(row)
             print(f'| {family} | {steps} | {row["without_mib"]:.0f} | {row["with_mib"]:.0f} | {row["ratio"]:.2f} |',

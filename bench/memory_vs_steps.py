@@ -7,29 +7,11 @@ same process (torch imported, model built) subtracted; on CUDA torch.cuda.max_me
     python bench/memory_vs_steps.py [--steps 4 8 16 32] [--batch 32]
 """
 import argparse
-import json
-import subprocess
-import sys
 
-from _util import write_result
+from _util import peak_train_memory_mib, write_result
 
-CHILD = r'''
-import json, resource, sys, torch, timm, timm_odevit
-steps, batch, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-dev = 'cuda' if torch.cuda.is_available() else 'cpu'
-model = timm.create_model('odevit_tiny_cifar', steps=steps, adjoint=(mode == 'adjoint')).to(dev)
-model.set_grad_checkpointing(mode == 'grad_checkpointing')
-x = torch.randn(batch, 3, 32, 32, device=dev)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-if dev == 'cuda':
-    torch.cuda.reset_peak_memory_stats(); base_cuda = torch.cuda.memory_allocated()
-model(x).sum().backward()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-out = {'peak_mib': (peak - base) / 1024}
-if dev == 'cuda':
-    out['peak_mib'] = (torch.cuda.max_memory_allocated() - base_cuda) / 2 ** 20
-print(json.dumps(out))
-'''
+BUILD = ("model = timm.create_model('odevit_tiny_cifar', steps={steps}, adjoint={adjoint})\n"
+         "model.set_grad_checkpointing({ckpt})")
 
 
 def main():
@@ -44,9 +26,8 @@ def main():
     for steps in args.steps:
         row = {'steps': steps}
         for mode in modes:
-            out = subprocess.run([sys.executable, '-c', CHILD, str(steps), str(args.batch), mode],
-                                 capture_output=True, text=True, check=True)
-            row[mode] = json.loads(out.stdout.strip().splitlines()[-1])['peak_mib']
+            build = BUILD.format(steps=steps, adjoint=mode == 'adjoint', ckpt=mode == 'grad_checkpointing')
+            row[mode] = peak_train_memory_mib(build, args.batch)
         rows.append(row)
         print(f'| {steps} | ' + ' | '.join(f'{row[m]:.0f}' for m in modes) + ' |', flush=True)
     print(f'wrote {write_result("memory_vs_steps", {"benchmark": "memory_vs_steps", "batch": args.batch, "model": "odevit_tiny_cifar", "solver": "euler", "rows": rows})}')

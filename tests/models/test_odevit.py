@@ -1,4 +1,5 @@
 import copy
+import re
 
 import pytest
 import timm
@@ -7,7 +8,7 @@ import torch
 import timm_odevit
 from timm_odevit.layers import CenterNorm
 from timm_odevit.models import embed_tokens
-from timm_odevit.models.odevit import ODEViT, checkpoint_filter_fn  # noqa: F401
+from timm_odevit.models.odevit import ODEViT, checkpoint_filter_fn, weight_diagnosis  # noqa: F401
 
 ALL = ['odevit_tiny_cifar', 'odevit_small_cifar', 'odevit_small_patch16_224', 'odevit_base_patch16_224']
 
@@ -355,3 +356,11 @@ def test_blow_up_from_exploded_weights_blames_the_training_updates():
     with pytest.raises(FloatingPointError, match='largest spectral norm 1 ') as info:
         steep(x)
     assert 'blown up' not in str(info.value)
+
+
+def test_weight_diagnosis_statements_hold_for_the_packaged_release():
+    """The blow-up message compares with the trained releases ('single digits', 'under 100'): keep that true."""
+    model = timm.create_model('odevit_tiny_cifar', pretrained=True)
+    text = weight_diagnosis(model)
+    largest, bound = (float(v) for v in re.search(r'largest spectral norm (\S+) .*?= (\S+) \(', text).groups())
+    assert 1 < largest < 10 and 20 < bound < 100 and 'blown up' not in text, text

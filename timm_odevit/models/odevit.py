@@ -156,8 +156,9 @@ class ODEViT(ContinuousDepthViT):
             raise FloatingPointError(f'{e}\n{weight_diagnosis(self)}') from e
 
 
-# spectral norms of a trained field: odevit_tiny_cifar.c10 (AdamW, 12 epochs) has 3.6 at most (q/k blocks), the
-# growth bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) below is 12·(0.71 + 1) ≈ 20 at the spectral init and ≈ 83 in that release
+# spectral norms of a trained field: the odevit_tiny_cifar.c10 releases (AdamW) stay below 4 (q/k blocks), the growth
+# bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) below is 12·(0.71 + 1) ≈ 20 at the spectral init and 80-90 in those releases;
+# tests/models/test_odevit.py checks the packaged release against both statements
 EXPLODED_SPECTRAL_NORM = 100.
 
 
@@ -184,8 +185,8 @@ def weight_diagnosis(model: 'ODEViT') -> str:
     mlp = norms.get('mlp.fc1.weight', 0.) * norms.get('mlp.fc2.weight', 0.)
     gain = field.depth_scale * (value + mlp)
     text = (f'ODE-ViT field weights: largest spectral norm {norms[worst]:.3g} ({worst}; 1 at initialisation, '
-            f'≤ 4 in the released odevit_tiny_cifar.c10), state growth-rate bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) = '
-            f'{gain:.3g} (≈ 20 at initialisation, ≈ 80 in that release).')
+            f'single digits in the trained releases), state growth-rate bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) = '
+            f'{gain:.3g} (≈ 20 at initialisation, under 100 in the trained releases).')
     if norms[worst] > EXPLODED_SPECTRAL_NORM:
         text += (' The weights have blown up: the training updates were too large for this model (optimiser / lr / '
                  'no gradient clipping), not the solver or its number of steps. timm\'s default SGD '
