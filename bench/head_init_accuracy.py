@@ -1,7 +1,9 @@
 """Does the classifier's initialisation change accuracy under the reference recipe? (issue 25)
 
 odevit_tiny_cifar (6 Euler steps) with the default head init (timm's ViT: trunc-normal std 0.02) against
-the same model with the reference code's spectral-norm-1 head (``head_init='spectral'``) and against the
+the same model with the reference code's spectral-norm-1 head (``head_init='spectral'``), with the depth scale s
+carried by the weights (``ours_sqrtdepth``: bench/sgd_divergence.py's 'sqrtdepth', the same function at init, a lower
+loss sharpness there) and against the
 authors' ``ViTNeuralODE`` built identically (bench/odevit_parity.py; needs ``--reference-dir``), each
 trained with the shared recipe (bench/_train.py: AdamW 1e-3 one-cycle, wd 0.05, clip 1, smoothing 0.1,
 flip + crop) on the same data, data order and seeds. Test top-1 per run; rows accumulate across
@@ -23,15 +25,19 @@ from _data import load_split
 from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
 from _util import RESULTS, write_result
 from odevit_parity import STEPS, ReferenceClassifier, load_reference
+from sgd_divergence import apply_variant
 
-VARIANTS = ('ours', 'ours_spectral_head', 'reference')
+VARIANTS = ('ours', 'ours_spectral_head', 'ours_sqrtdepth', 'reference')
 
 
 def build(variant: str, reference_module) -> torch.nn.Module:
     if variant == 'reference':
         return ReferenceClassifier(reference_module, final_norm=False)
     head_init = 'spectral' if variant == 'ours_spectral_head' else 'trunc_normal'
-    return timm.create_model('odevit_tiny_cifar', steps=STEPS, head_init=head_init)
+    model = timm.create_model('odevit_tiny_cifar', steps=STEPS, head_init=head_init)
+    if variant == 'ours_sqrtdepth':  # the depth scale s carried by the weights: the same function at init
+        apply_variant(model, 'sqrtdepth')
+    return model
 
 
 def main():

@@ -97,8 +97,10 @@ def fmt_arm(v: Sequence[float], nd: int = 2) -> str:
 class Budget:
     """A training budget and the repeated runs of one recipe measured at it."""
 
-    def __init__(self, key: str, label: str, test_images: str, repeats: Callable[['Context'], Dict[str, List[float]]]):
+    def __init__(self, key: str, label: str, test_images: str, repeats: Callable[['Context'], Dict[str, List[float]]],
+                 lends_floor: bool = True):
         self.key, self.label, self.test_images, self._repeats = key, label, test_images, repeats
+        self.lends_floor = lends_floor  # False: its ranges are not N₀ for other budgets (test set < 2,000 images)
 
     def repeats(self, ctx: Context) -> Dict[str, List[float]]:
         return {k: v for k, v in self._repeats(ctx).items() if len(v) >= 2}
@@ -152,6 +154,8 @@ BUDGETS = {b.key: b for b in [
            lambda ctx: {k: list(v.values()) for k, v in by_seed(
                ctx.json('deep_supervision_horizon')['runs'].items(),
                lambda r: _at_iteration(r, ctx.json('deep_supervision_horizon')['trained_iterations'])).items()}),
+    Budget('3k-head', '3k images, 3 epochs (`head_init_accuracy`)', '1,000',
+           _rows_by('head_init_accuracy', lambda r: r['variant']), lends_floor=False),
     Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)', '2,500 (validation)',
            _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1')),
 ]}
@@ -162,9 +166,10 @@ def _at_iteration(run: dict, point: int) -> float:
 
 
 def reference_floor(ctx: Context) -> Tuple[float, str, str]:
-    """N0: the largest range among recipes run >= 3 times at any budget (value, recipe, budget key)."""
+    """N0: the largest range among recipes run >= 3 times at any budget tested on >= 2,000 images (value, recipe,
+    budget key); a smaller test set spreads more and its range does not transfer."""
     best = (math.nan, '', '')
-    for b in BUDGETS.values():
+    for b in (b for b in BUDGETS.values() if b.lends_floor):
         for recipe, v in b.repeats(ctx).items():
             if len(v) >= 3 and not spread(v) <= best[0]:
                 best = (spread(v), recipe, b.key)
@@ -238,6 +243,10 @@ def ds(ctx: Context, run: str, point: Optional[int] = None) -> List[float]:
 
 def recipe(ctx: Context, candidate: str) -> List[float]:
     return [r['best_val_top1'] for r in ctx.json('recipe_study')['rows'] if r['candidate'] == candidate]
+
+
+def head_init(ctx: Context, variant: str) -> List[float]:
+    return [r['test_top1'] for r in ctx.json('head_init_accuracy')['rows'] if r['variant'] == variant]
 
 
 def grid(ctx: Context, name: str, method: str, steps: int) -> List[float]:
@@ -334,6 +343,15 @@ COMPARISONS = [
     ('recipe_randaug', 'release recipe + RandAugment vs without', 'recipe',
      lambda c: recipe(c, 'randaug'), lambda c: recipe(c, 'base'),
      'cd bench && python recipe_study.py --data ../data/cifar10_holdout --models odevit_tiny_cifar'),
+    ('head_init', "ODE-ViT's classifier init: timm's trunc-normal 0.02 (the default) vs the reference's spectral norm 1 "
+     "(`head_init='spectral'`)", '3k-head', lambda c: head_init(c, 'ours'), lambda c: head_init(c, 'ours_spectral_head'),
+     'python bench/head_init_accuracy.py --variants ours ours_spectral_head'),
+    ('sqrtdepth', "ODE-ViT with the depth scale carried by the weights (`sqrtdepth`) vs as registered", '3k-head',
+     lambda c: head_init(c, 'ours_sqrtdepth'), lambda c: head_init(c, 'ours'),
+     'python bench/head_init_accuracy.py --variants ours ours_sqrtdepth'),
+    ('head_init_vs_reference', "`odevit_tiny_cifar` (default init) vs the authors' `ViTNeuralODE` (their init)", '3k-head',
+     lambda c: head_init(c, 'ours'), lambda c: head_init(c, 'reference'),
+     'python bench/head_init_accuracy.py --variants ours reference --reference-dir /path/to/ODE-ViT'),
 ]
 COMPARISON = {c[0]: c for c in COMPARISONS}
 
@@ -563,6 +581,45 @@ def table_ablation(ctx: Context) -> str:
                      for r in ctx.json('odevit_ablation')['rows']])
 
 
+def table_head_init(ctx: Context) -> str:
+    labels = {'ours': "`odevit_tiny_cifar` (classifier trunc-normal 0.02, timm's ViT)",
+              'ours_spectral_head': "`odevit_tiny_cifar`, `head_init='spectral'` (the reference's init)",
+              'ours_sqrtdepth': "`odevit_tiny_cifar`, depth scale carried by the weights (`sqrtdepth`: same function)",
+              'reference': "the authors' `ViTNeuralODE` (their code, their init)"}
+    arms = _rows_by('head_init_accuracy', lambda r: r['variant'])(ctx)
+    return md_table(['model', 'test top-1 per seed (%)', 'mean ± std'],
+                    [[labels.get(k, k), ', '.join(f'{x:.1f}' for x in v), fmt_arm(v)] for k, v in arms.items()])
+
+
+def table_sgd_divergence(ctx: Context) -> str:
+    rows = []
+    for r in ctx.json('sgd_divergence')['runs']:
+        sharp = r.get('sharpness_at_init') or {}
+        blame = r.get('blame')
+        culprit = next(iter(blame['rms_t1_with_one_parameter_restored'])) if blame else None
+        model = "the authors' `ViTNeuralODE`" if r['model'] == 'reference' else f'`{r["model"]}`'
+        rows.append([model, r['variant'], r['batch'], f'{r["lr"]:g}', r.get('clip_grad') or 'off',
+                     sharp.get('all', '–'), sharp.get('depth (field / blocks)', '–'), sharp.get('head', '–'),
+                     f'{r["sgd_stable_below"]:.0f}',
+                     r['diverged_at_update'] or f'no NaN in {len(r["log"]) - 1}',
+                     f'{blame["update"]}: `{culprit}`' if blame else '–'])
+    return md_table(['model', 'variant', 'batch', 'lr', 'clipping', 'λ_max at init: all weights', 'λ_max: the field', 'λ_max: head',
+                     'SGD stable below (3.8 / lr)', 'NaN at update', 'state × 10 in one update at: the one weight whose '
+                     'update, undone, shrinks it most'], rows)
+
+
+def table_recipes_no_nan(ctx: Context) -> str:
+    rows = []
+    for r in ctx.json('recipes_no_nan')['rows']:
+        loss = (f'{r["loss_first"]:.3g} → {r["loss_last"]:.3g}' if r['loss_first'] is not None else '–')
+        top1 = f'{r["eval_top1"]:.2f} ({r["val_images"]})' if r.get('eval_top1') is not None else '–'
+        rows.append([r['name'], r['batch'], f'{r["updates_logged"]} / {r["updates_planned"]}', loss,
+                     'yes' if r['nan_or_inf'] or r['returncode'] else 'no', top1,
+                     (r['error'] or '')[:90].replace('|', '/'), r['seconds']])
+    return md_table(['run', 'batch', 'updates logged / planned', 'loss first → last', 'stopped / NaN', 'val top-1 % (images)',
+                     'error', 'seconds'], rows)
+
+
 DSMALL_LABELS = {
     'teacher_discrete_vit': 'teacher: `vit_tiny_cifar_params_matched` (bViT\'s params), 6 epochs',
     'odevit_scratch': '`odevit_tiny_cifar` (4 Euler steps) from scratch, CE',
@@ -695,6 +752,9 @@ TABLES: Dict[str, Callable[[Context], str]] = {
     'bvit_field_solver': table_bvit_field_solver,
     'deep_supervision': table_deep_supervision,
     'recipe_study': table_recipe_study,
+    'head_init': table_head_init,
+    'sgd_divergence': table_sgd_divergence,
+    'recipes_no_nan': table_recipes_no_nan,
     'throughput': table_throughput,
     'solver_overhead': table_solver_overhead,
     'train_speed': table_train_speed,
@@ -773,8 +833,24 @@ def _n0(ctx: Context, i: int):
     return reference_floor(ctx)[i]
 
 
+def _sgd(model: str, variant: str, batch: int, field: str) -> Callable[[Context], object]:
+    """A field of one sgd_divergence run ('lambda' / 'field': λ_max at init over all weights / the field's, 'nan_at',
+    'limit': 3.8 / lr, 'updates')."""
+    def value(ctx: Context):
+        run = next(r for r in ctx.json('sgd_divergence')['runs']
+                   if r['model'] == model and r['variant'] == variant and r['batch'] == batch and not r.get('clip_grad'))
+        sharp = run.get('sharpness_at_init') or {}
+        return {'lambda': sharp.get('all'), 'field': sharp.get('depth (field / blocks)'), 'nan_at': run['diverged_at_update'],
+                'limit': run['sgd_stable_below'], 'updates': len(run['log']) - 1}[field]
+    return value
+
+
 VALUES: Dict[str, Callable[[Context], object]] = {
     'odevit_tiny_default_steps': _model_row('odevit_tiny_cifar', 'steps'),
+    **{f'sgd.{name}.{batch}.{field}': _sgd('reference' if name == 'authors' else 'odevit_tiny_cifar',
+                                           {'authors': '-'}.get(name, name), batch, field)
+       for name in ('reference_init', 'default', 'default+sqrtdepth', 'authors') for batch in (32, 128)
+       for field in ('lambda', 'field', 'nan_at', 'limit', 'updates')},
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),

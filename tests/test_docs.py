@@ -21,6 +21,15 @@ def test_reference_floor_comes_from_a_recipe_run_three_times(ctx):
     assert len(runs) >= 3 and n0 == pytest.approx(max(runs) - min(runs))
 
 
+def test_a_budget_tested_on_fewer_images_keeps_its_range_to_itself(ctx):
+    """head_init_accuracy tests on 1,000 images: its 3-seed range is its own floor, never N0 for the others."""
+    small = render.BUDGETS['3k-head']
+    assert not small.lends_floor and all(b.lends_floor for k, b in render.BUDGETS.items() if k != '3k-head')
+    own = max(max(v) - min(v) for v in small.repeats(ctx).values() if len(v) >= 3)
+    assert render.floor(ctx, '3k-head')[0] == pytest.approx(own)
+    assert render.reference_floor(ctx)[2] != '3k-head'
+
+
 def test_a_difference_is_a_finding_only_above_the_floor(ctx):
     n, _ = render.floor(ctx, '15k')  # no repeated run there: N0
     assert n == pytest.approx(render.reference_floor(ctx)[0])
