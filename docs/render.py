@@ -845,12 +845,24 @@ def _sgd(model: str, variant: str, batch: int, field: str) -> Callable[[Context]
     return value
 
 
+def _full_epochs(ctx: Context) -> str:
+    """The recipes_no_nan rows that are one full epoch (1,406 updates at batch 32), as prose."""
+    rows = [r for r in ctx.json('recipes_no_nan')['rows'] if r['updates_planned'] * r['batch'] >= 45000]
+    if not rows:
+        return 'not yet run'
+    return '; '.join(f'`{r["name"].split()[0]}` {r["updates_logged"]} / {r["updates_planned"]} updates'
+                     + (f', no NaN, loss {r["loss_first"]:.2f} → {r["loss_last"]:.2f}, validation top-1 {r["eval_top1"]:.1f} % '
+                        f'({r["val_images"]} test images), {r["seconds"] / 60:.0f} min' if not r['returncode'] else
+                        f', stopped: {r["error"]}') for r in rows)
+
+
 VALUES: Dict[str, Callable[[Context], object]] = {
     'odevit_tiny_default_steps': _model_row('odevit_tiny_cifar', 'steps'),
     **{f'sgd.{name}.{batch}.{field}': _sgd('reference' if name == 'authors' else 'odevit_tiny_cifar',
                                            {'authors': '-'}.get(name, name), batch, field)
        for name in ('reference_init', 'default', 'default+sqrtdepth', 'authors') for batch in (32, 128)
        for field in ('lambda', 'field', 'nan_at', 'limit', 'updates')},
+    'full_epochs': _full_epochs,
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),
