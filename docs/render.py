@@ -847,13 +847,19 @@ def _sgd(model: str, variant: str, batch: int, field: str) -> Callable[[Context]
 
 def _full_epochs(ctx: Context) -> str:
     """The recipes_no_nan rows that are one full epoch (1,406 updates at batch 32), as prose."""
-    rows = [r for r in ctx.json('recipes_no_nan')['rows'] if r['updates_planned'] * r['batch'] >= 45000]
-    if not rows:
-        return 'not yet run'
-    return '; '.join(f'`{r["name"].split()[0]}` {r["updates_logged"]} / {r["updates_planned"]} updates'
-                     + (f', no NaN, loss {r["loss_first"]:.2f} → {r["loss_last"]:.2f}, validation top-1 {r["eval_top1"]:.1f} % '
-                        f'({r["val_images"]} test images), {r["seconds"] / 60:.0f} min' if not r['returncode'] else
-                        f', stopped: {r["error"]}') for r in rows)
+    rows = {r['name'].split()[0]: r for r in ctx.json('recipes_no_nan')['rows']
+            if r['updates_planned'] * r['batch'] >= 45000}
+
+    def text(model: str) -> str:
+        r = rows.get(model)
+        if r is None:
+            return f'`{model}` not run yet'
+        head = f'`{model}` {r["updates_logged"]} / {r["updates_planned"]} updates'
+        if r['returncode']:
+            return f'{head}, stopped: {r["error"]}'
+        return (f'{head}, no NaN, loss {r["loss_first"]:.2f} → {r["loss_last"]:.2f}, validation top-1 '
+                f'{r["eval_top1"]:.1f} % ({r["val_images"]} test images), {r["seconds"] / 60:.0f} min')
+    return '; '.join(text(m) for m in ('odevit_tiny_cifar', 'bvit_tiny_cifar', 'vit_odeified'))
 
 
 VALUES: Dict[str, Callable[[Context], object]] = {
