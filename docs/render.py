@@ -848,7 +848,7 @@ def _sgd(model: str, variant: str, batch: int, field: str) -> Callable[[Context]
 def _full_epochs(ctx: Context) -> str:
     """The recipes_no_nan rows that are one full epoch (1,406 updates at batch 32), as prose."""
     rows = {r['name'].split()[0]: r for r in ctx.json('recipes_no_nan')['rows']
-            if r['updates_planned'] * r['batch'] >= 45000}
+            if r['updates_planned'] * r['batch'] >= 44_992}  # 1,406 x 32: every full batch of 45k
 
     def text(model: str) -> str:
         r = rows.get(model)
