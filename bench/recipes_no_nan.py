@@ -5,10 +5,13 @@ symlinked CIFAR-10 subset, per recipe: train.py's defaults (SGD), the DeiT optim
 lr 5e-4 x batch / 512, wd 0.05, no clipping; DeiT's 5 warm-up epochs would keep a short run at ~0 lr, so
 it runs at peak lr from the first update, the harder case) and the repository's train_configs (their
 model, optimiser, lr, clipping and model kwargs; also from the first update at peak lr unless
-``--keep-warmup``). Records per run: exit code, updates logged, first / last / max loss, the error line if
-it stopped. Rows accumulate in bench/results/recipes_no_nan.json.
+``--keep-warmup``); ``defaults_clip1`` adds ``--clip-grad 1`` to the defaults. Records per run: exit code,
+updates logged, first / last / max loss, the error line if it stopped, the epoch-end top-1 on ``--val-per-class``
+test images per class. Rows accumulate in bench/results/recipes_no_nan.json (key: name, batch, updates).
 
-    ../.venv/bin/python recipes_no_nan.py --recipes defaults deit --models odevit_tiny_cifar --batch 128
+    ../.venv/bin/python recipes_no_nan.py --recipes defaults defaults_clip1 deit --models odevit_tiny_cifar --batch 128
+    ../.venv/bin/python recipes_no_nan.py --recipes defaults --models vit_odeified --batch 32 --updates 1406 \
+        --val-per-class 100    # one full 45k epoch
     ../.venv/bin/python recipes_no_nan.py --configs ../train_configs/release_odevit_tiny_cifar10_cpu.yaml
 """
 import argparse
