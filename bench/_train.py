@@ -81,3 +81,21 @@ def accuracy(model: torch.nn.Module, data: Tuple[torch.Tensor, torch.Tensor], ba
     x, y = data
     correct = sum((model(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum().item() for i in range(0, len(x), batch))
     return 100. * correct / len(x)
+
+
+def add_grid_study_args(p) -> None:
+    """The flags of the step-grid studies (step_robustness.py, anytime_training.py): inference grids, seeds, threads,
+    and the head_init_accuracy budget (3,000 train / 1,000 test images, 3 epochs, batch 64)."""
+    p.add_argument('--grids', nargs='+', type=int, default=[2, 3, 4, 6, 8, 12, 16, 24])
+    p.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
+    p.add_argument('--threads', type=int, default=1)
+    add_recipe_args(p, train_per_class=300, test_per_class=100)
+    p.set_defaults(epochs=3, batch=64)
+
+
+def top1_at_grids(model: torch.nn.Module, data: Tuple[torch.Tensor, torch.Tensor], grids: Sequence[int]) -> dict:
+    """Test top-1 (%) of ``model`` at every Euler grid, keyed by the step count as a string."""
+    from timm_odevit.anytime import accuracy_at_budgets
+    loader = list(zip(data[0].split(250), data[1].split(250)))
+    table = accuracy_at_budgets(model, loader, grids=[('euler', g) for g in grids])
+    return {str(g): round(r['top1'], 2) for g, r in zip(grids, table)}

@@ -22,9 +22,8 @@ import timm
 import torch
 
 import timm_odevit  # noqa: F401
-from timm_odevit.anytime import accuracy_at_budgets
 from _data import load_split
-from _train import add_recipe_args, classification_task, fit, subset_budget
+from _train import add_grid_study_args, classification_task, fit, subset_budget, top1_at_grids
 from _util import RESULTS, write_result
 
 ARMS = ('fixed', 'random', 'incremental')
@@ -48,18 +47,13 @@ def main():
     p.add_argument('--arms', nargs='+', default=list(ARMS), choices=ARMS)
     p.add_argument('--steps', type=int, default=6, help='the (mean) training grid S')
     p.add_argument('--width', type=int, default=3, help='random: S - w .. S + w; incremental: S - w, then S + w')
-    p.add_argument('--grids', nargs='+', type=int, default=[2, 3, 4, 6, 8, 12, 16, 24])
-    p.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
-    p.add_argument('--threads', type=int, default=1)
-    add_recipe_args(p, train_per_class=300, test_per_class=100)
-    p.set_defaults(epochs=3, batch=64)
+    add_grid_study_args(p)
     args = p.parse_args()
     if not 0 <= args.width < args.steps:
         p.error('--width must be in [0, --steps)')
     torch.set_num_threads(args.threads)
     train = load_split(args.data, 'train', args.train_per_class)
     test = load_split(args.data, 'test', args.test_per_class)
-    loader = list(zip(test[0].split(250), test[1].split(250)))
     updates = -(-len(train[1]) // args.batch) * args.epochs
     budget = subset_budget(args) + f'; Euler, mean {args.steps} steps, width {args.width}; {args.threads} thread(s)'
     out = RESULTS / 'anytime_training.json'
@@ -83,10 +77,9 @@ def main():
             seconds = fit(classification_task(model), model.parameters(), train, args, seed, args.epochs,
                           log=lambda m, a=arm, s=seed: print(f'{a} seed {s}: {m}', flush=True), on_step=next_grid)
             model.set_solver(steps=args.steps)
-            table = accuracy_at_budgets(model, loader, grids=[('euler', g) for g in args.grids])
             row = {'arm': arm, 'seed': seed, 'train_s': round(seconds), 'updates': len(used),
                    'train_nfe_mean': round(statistics.fmean(used), 3),
-                   'test_top1': {str(g): round(r['top1'], 2) for g, r in zip(args.grids, table)}}
+                   'test_top1': top1_at_grids(model, test, args.grids)}
             print(row, flush=True)
             rows = sorted({**earlier_rows(), (arm, seed): row}.values(), key=lambda r: (ARMS.index(r['arm']), r['seed']))
             summary = {a: {g: round(statistics.fmean(r['test_top1'][g] for r in rs), 2) for g in rs[0]['test_top1']}

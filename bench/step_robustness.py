@@ -19,9 +19,8 @@ import timm
 import torch
 
 import timm_odevit  # noqa: F401
-from timm_odevit.anytime import accuracy_at_budgets
 from _data import load_split
-from _train import add_recipe_args, classification_task, fit, subset_budget
+from _train import add_grid_study_args, classification_task, fit, subset_budget, top1_at_grids
 from _util import RESULTS, write_result
 
 
@@ -43,18 +42,13 @@ def summarize(rows: list, grids: list) -> dict:
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--train-steps', nargs='+', type=int, default=[6, 12, 24])
-    p.add_argument('--grids', nargs='+', type=int, default=[2, 3, 4, 6, 8, 12, 16, 24])
-    p.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
-    p.add_argument('--threads', type=int, default=1)
-    add_recipe_args(p, train_per_class=300, test_per_class=100)
-    p.set_defaults(epochs=3, batch=64)
+    add_grid_study_args(p)
     args = p.parse_args()
     if min(args.train_steps + args.grids) < 1:
         p.error('--train-steps and --grids must be positive step counts')
     torch.set_num_threads(args.threads)
     train = load_split(args.data, 'train', args.train_per_class)
     test = load_split(args.data, 'test', args.test_per_class)
-    loader = list(zip(test[0].split(250), test[1].split(250)))
     budget = subset_budget(args) + f'; Euler; {args.threads} CPU thread(s) per run'
     out = RESULTS / 'step_robustness.json'
 
@@ -70,9 +64,8 @@ def main():
             model = timm.create_model('odevit_tiny_cifar', steps=steps)
             seconds = fit(classification_task(model), model.parameters(), train, args, seed, args.epochs,
                           log=lambda m, s=steps, sd=seed: print(f'steps {s} seed {sd}: {m}', flush=True))
-            table = accuracy_at_budgets(model, loader, grids=[('euler', g) for g in args.grids])
             row = {'train_steps': steps, 'seed': seed, 'train_s': round(seconds),
-                   'test_top1': {str(g): round(r['top1'], 2) for g, r in zip(args.grids, table)}}
+                   'test_top1': top1_at_grids(model, test, args.grids)}
             print(row, flush=True)
             rows = {**earlier_rows(), (steps, seed): row}
             ordered = sorted(rows.values(), key=lambda r: (r['train_steps'], r['seed']))
