@@ -274,12 +274,15 @@ COMPARISONS = [
     ('bvit_vs_vit_flops', '`bvit_tiny_cifar` vs the discrete ViT of its FLOPs (`vit_tiny_cifar_flops_matched`)', '45k',
      lambda c: acc(c, 'bvit_tiny_cifar'), lambda c: acc(c, 'vit_tiny_cifar_flops_matched'),
      'python bench/accuracy_vs_params.py --models bvit_tiny_cifar vit_tiny_cifar_flops_matched --seed N'),
-    ('layernorm_vs_centernorm_45k', 'LayerNorm field vs CenterNorm field (both without final norm)', '45k',
-     lambda c: acc(c, 'odevit_tiny_cifar_layernorm'), lambda c: acc(c, 'odevit_tiny_cifar'),
-     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_layernorm odevit_tiny_cifar --seed N'),
-    ('final_norm_45k', 'CenterNorm field with a final LayerNorm † vs without', '45k',
-     lambda c: acc(c, 'odevit_tiny_cifar_final_norm'), lambda c: acc(c, 'odevit_tiny_cifar'),
-     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_final_norm --seed N'),
+    ('head_init_45k', 'timm\'s classifier init (the default) vs the reference\'s spectral-norm head', '45k',
+     lambda c: acc(c, 'odevit_tiny_cifar'), lambda c: acc(c, 'odevit_tiny_cifar_spectral_head'),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar odevit_tiny_cifar_spectral_head --seed N'),
+    ('layernorm_vs_centernorm_45k', 'LayerNorm field vs CenterNorm field (both without final norm, spectral head)', '45k',
+     lambda c: acc(c, 'odevit_tiny_cifar_layernorm'), lambda c: acc(c, 'odevit_tiny_cifar_spectral_head'),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_layernorm odevit_tiny_cifar_spectral_head --seed N'),
+    ('final_norm_45k', 'CenterNorm field with a final LayerNorm † vs without (spectral head)', '45k',
+     lambda c: acc(c, 'odevit_tiny_cifar_final_norm'), lambda c: acc(c, 'odevit_tiny_cifar_spectral_head'),
+     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_final_norm odevit_tiny_cifar_spectral_head --seed N'),
     ('distill_45k', 'trajectory-distilled `odevit_tiny_cifar` vs the same from scratch', '45k',
      lambda c: distill45(c, 'distilled'), lambda c: distill45(c, 'scratch'),
      'python bench/distillation_cifar10.py --student odevit_tiny_cifar --checkpoints checkpoints'),
@@ -522,8 +525,9 @@ ACC_LABELS = {
     'vit_odevit_tiny_cifar_flops_matched': 'discrete timm ViT, 6 blocks D 256: **ODE-ViT\'s FLOPs** at 6 Euler steps',
     'vit_tiny_cifar_params_matched': 'discrete timm ViT, 4 blocks D 96: **bViT\'s params** (not ODE-ViT\'s)',
     'bvit_tiny_cifar': 'one timm block D 192, 12 recurrent iterations',
-    'odevit_tiny_cifar': 'ODE-ViT D 256, 6 Euler steps, CenterNorm field, no final norm (the paper\'s)',
-    'odevit_tiny_cifar_layernorm': 'the same with a LayerNorm field (`field_norm=\'layer\'`)',
+    'odevit_tiny_cifar': 'ODE-ViT D 256, 6 Euler steps, CenterNorm field, no final norm (the paper\'s), timm\'s classifier init',
+    'odevit_tiny_cifar_spectral_head': 'the same with the reference\'s spectral-norm head (`head_init=\'spectral\'`) ‡',
+    'odevit_tiny_cifar_layernorm': 'spectral head ‡, LayerNorm field (`field_norm=\'layer\'`)',
     'odevit_tiny_cifar_final_norm': 'CenterNorm field, final LayerNorm †',
     'odevit_tiny_cifar_layernorm_final_norm': 'LayerNorm field, final LayerNorm †',
     'vit_tiny_cifar_flops_matched': 'discrete timm ViT, 12 blocks D 192: **bViT\'s FLOPs**',
@@ -862,6 +866,16 @@ def _full_epochs(ctx: Context) -> str:
     return '; '.join(text(m) for m in ('odevit_tiny_cifar', 'bvit_tiny_cifar', 'vit_odeified'))
 
 
+def _floor_note(ctx: Context, budget: str) -> str:
+    """Where a budget's floor comes from, in words: its own seeds once a recipe there has >= 3 runs."""
+    reps = {k: v for k, v in BUDGETS[budget].repeats(ctx).items() if len(v) >= 3}
+    if not reps:
+        return 'until a compared model there has ≥ 3 seeds, its floor is N₀ or its own 2-seed range, whichever is larger'
+    worst = max(reps, key=lambda k: spread(reps[k]))
+    return (f'its floor is now its own: N = {spread(reps[worst]):.2f} points, the largest range of the '
+            f'{len(reps)} recipes run ≥ 3 times there (`{worst}`, {len(reps[worst])} seeds)')
+
+
 VALUES: Dict[str, Callable[[Context], object]] = {
     'odevit_tiny_default_steps': _model_row('odevit_tiny_cifar', 'steps'),
     **{f'sgd.{name}.{batch}.{field}': _sgd('reference' if name == 'authors' else 'odevit_tiny_cifar',
@@ -869,6 +883,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
        for name in ('reference_init', 'default', 'default+sqrtdepth', 'authors') for batch in (32, 128)
        for field in ('lambda', 'field', 'nan_at', 'limit', 'updates')},
     'full_epochs': _full_epochs,
+    'floor_45k_note': lambda c: _floor_note(c, '45k'),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),
