@@ -94,8 +94,11 @@ def add_grid_study_args(p) -> None:
 
 
 def top1_at_grids(model: torch.nn.Module, data: Tuple[torch.Tensor, torch.Tensor], grids: Sequence[int]) -> dict:
-    """Test top-1 (%) of ``model`` at every Euler grid, keyed by the step count as a string."""
+    """Test top-1 (%) of ``model`` at every Euler grid (every iteration count of a recurrent model), keyed by the
+    depth as a string."""
     from timm_odevit.anytime import accuracy_at_budgets
+    from timm_odevit.layers.depth_stack import depth_stack
     loader = list(zip(data[0].split(250), data[1].split(250)))
-    table = accuracy_at_budgets(model, loader, grids=[('euler', g) for g in grids])
+    recurrent = depth_stack(model).is_recurrent
+    table = accuracy_at_budgets(model, loader, grids=[g if recurrent else ('euler', g) for g in grids])
     return {str(g): round(r['top1'], 2) for g, r in zip(grids, table)}

@@ -1,18 +1,23 @@
-"""Training that makes the grid a dial, at equal training cost (issue 29, item 1).
+"""Training that makes depth a dial, at equal training cost (issue 29, items 1 and 3).
 
-``odevit_tiny_cifar`` trained with the shared recipe (bench/_train.py) under one of these schedules of the Euler grid
-(the number of field evaluations per image in training, NFE, is the same on average for all of them):
+A continuous-depth model trained with the shared recipe (bench/_train.py) under one schedule of its depth — Euler
+steps of ``odevit_tiny_cifar``, recurrent iterations of ``bvit_tiny_cifar`` (``--model``) — with the same mean
+number of field evaluations per image in training (NFE) in every arm:
 
-* ``fixed``        — ``--steps`` S every update (today's training);
-* ``random``       — a step count drawn per update, uniformly from S - w .. S + w (``--width`` w; mean S);
-* ``incremental``  — coarse to fine (Queiruga et al. 2020): the first half of the updates at S - w steps, the
-  second half at S + w (mean S);
+* ``fixed``            — ``--steps`` S every update (today's training);
+* ``random``           — a depth drawn per update, uniformly from S - w .. S + w (``--width`` w; mean S);
+* ``incremental``      — coarse to fine (Queiruga et al. 2020): the first half of the updates at S - w, the second
+  half at S + w (mean S);
+* ``deep_supervision`` — bViT only: S every update, loss at every stage of the model's ``stages`` (timm_odevit's
+  DeepSupervisionTask; the regime the bViT paper finds robust beyond the training horizon);
 
-then measured at every Euler grid of ``--grids`` on the test images (``timm_odevit.anytime.accuracy_at_budgets``),
-with the training wall time beside it. The draws use their own generator (seeded per run), so data order and
-augmentation are those of the fixed arm. Rows accumulate across invocations at the same budget (key: arm, seed).
+then measured at every depth of ``--grids`` on the test images (``timm_odevit.anytime.accuracy_at_budgets``), with
+the training wall time beside it. The draws use their own generator (seeded per run), so data order and
+augmentation are those of the fixed arm. Rows accumulate across invocations at the same budget (key: arm, seed),
+one study per model in bench/results/anytime_training.json.
 
     ../.venv/bin/python anytime_training.py --arms fixed random incremental --seeds 0 1 2
+    ../.venv/bin/python anytime_training.py --model bvit_tiny_cifar --grids 2 3 4 6 8 12 16 24 48 --seeds 0 1 2
 """
 import argparse
 import json
@@ -22,16 +27,19 @@ import timm
 import torch
 
 import timm_odevit  # noqa: F401
+from timm_odevit.layers.depth_stack import depth_stack
+from timm_odevit.tasks import DeepSupervisionTask
 from _data import load_split
 from _train import add_grid_study_args, classification_task, fit, subset_budget, top1_at_grids
 from _util import RESULTS, write_result
 
-ARMS = ('fixed', 'random', 'incremental')
+ARMS = ('fixed', 'random', 'incremental', 'deep_supervision')
+MODELS = {'odevit_tiny_cifar': 6, 'bvit_tiny_cifar': 12}  # model -> its release's training depth (default S)
 
 
 def grid_schedule(arm: str, steps: int, width: int, total_updates: int, seed: int):
-    """``schedule(update) -> Euler steps`` of that update (0-based)."""
-    if arm == 'fixed':
+    """``schedule(update) -> depth`` (Euler steps or iterations) of that update (0-based)."""
+    if arm in ('fixed', 'deep_supervision'):
         return lambda update: steps
     if arm == 'random':
         draws = torch.randint(steps - width, steps + width + 1, (total_updates,),
@@ -42,41 +50,77 @@ def grid_schedule(arm: str, steps: int, width: int, total_updates: int, seed: in
     raise ValueError(f'unknown arm {arm!r}; choose from {ARMS}')
 
 
+def set_depth(model: torch.nn.Module, depth: int) -> None:
+    """Euler steps of an ODE model, iterations of a recurrent one."""
+    if depth_stack(model).is_recurrent:
+        model.set_iterations(depth)
+    else:
+        model.set_solver(steps=depth)
+
+
+def build_model(name: str, depth: int, arm: str) -> torch.nn.Module:
+    """The model at ``depth``; the deep-supervision arm gets the release's stages (quarters of T, one shared head)."""
+    if not name.startswith('bvit'):
+        return timm.create_model(name, steps=depth)
+    stages = {'stages': [depth * k // 4 for k in (1, 2, 3, 4)], 'stage_heads': 'shared'} if arm == 'deep_supervision' else {}
+    return timm.create_model(name, iterations=depth, **stages)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--arms', nargs='+', default=list(ARMS), choices=ARMS)
-    p.add_argument('--steps', type=int, default=6, help='the (mean) training grid S')
-    p.add_argument('--width', type=int, default=3, help='random: S - w .. S + w; incremental: S - w, then S + w')
+    p.add_argument('--model', default='odevit_tiny_cifar', choices=list(MODELS))
+    p.add_argument('--arms', nargs='+', default=None, choices=ARMS,
+                   help='default: fixed random incremental (+ deep_supervision for bViT)')
+    p.add_argument('--steps', type=int, default=None, help="the (mean) training depth S (default: the release's)")
+    p.add_argument('--width', type=int, default=None, help='random: S - w .. S + w; incremental: S - w, then S + w '
+                                                           '(default: S // 2)')
     add_grid_study_args(p)
     args = p.parse_args()
+    recurrent = args.model.startswith('bvit')
+    args.steps = args.steps or MODELS[args.model]
+    args.width = args.steps // 2 if args.width is None else args.width
+    args.arms = args.arms or [a for a in ARMS if recurrent or a != 'deep_supervision']
     if not 0 <= args.width < args.steps:
         p.error('--width must be in [0, --steps)')
+    if 'deep_supervision' in args.arms and not recurrent:
+        p.error('the deep_supervision arm needs a staged model (--model bvit_tiny_cifar)')
+    if min(args.grids) < 1:
+        p.error('--grids must be positive depths')
     torch.set_num_threads(args.threads)
     train = load_split(args.data, 'train', args.train_per_class)
     test = load_split(args.data, 'test', args.test_per_class)
     updates = -(-len(train[1]) // args.batch) * args.epochs
-    budget = subset_budget(args) + f'; Euler, mean {args.steps} steps, width {args.width}; {args.threads} thread(s)'
+    budget = (subset_budget(args) + f'; {"iterations" if recurrent else "Euler steps"}, mean {args.steps}, width '
+              f'{args.width}; {args.threads} thread(s)')
     out = RESULTS / 'anytime_training.json'
 
+    def studies() -> dict:
+        return json.loads(out.read_text()).get('studies', {}) if out.exists() else {}
+
     def earlier_rows() -> dict:
-        previous = json.loads(out.read_text()) if out.exists() else {}
+        previous = studies().get(args.model, {})
         return {(r['arm'], r['seed']): r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
 
     for arm in args.arms:
         for seed in args.seeds:
             schedule = grid_schedule(arm, args.steps, args.width, updates, seed)
             torch.manual_seed(seed)
-            model = timm.create_model('odevit_tiny_cifar', steps=schedule(0))
+            model = build_model(args.model, schedule(0), arm)
+            task = (DeepSupervisionTask(model, criterion_kwargs={'smoothing': 0.1}) if arm == 'deep_supervision'
+                    else classification_task(model))
             used = []
 
-            def next_grid(update: int, loss: float) -> None:
-                used.append(model.blocks.nfe)
+            def next_depth(update: int, loss: float) -> None:
+                used.append(depth_stack(model).nfe)
                 if update + 1 < updates:
-                    model.set_solver(steps=schedule(update + 1))
+                    set_depth(model, schedule(update + 1))
 
-            seconds = fit(classification_task(model), model.parameters(), train, args, seed, args.epochs,
-                          log=lambda m, a=arm, s=seed: print(f'{a} seed {s}: {m}', flush=True), on_step=next_grid)
-            model.set_solver(steps=args.steps)
+            seconds = fit(task, model.parameters(), train, args, seed, args.epochs,
+                          log=lambda m, a=arm, s=seed: print(f'{args.model} {a} seed {s}: {m}', flush=True),
+                          on_step=next_depth)
+            set_depth(model, args.steps)
+            if hasattr(model, 'stage_outputs'):
+                model.stage_outputs = False
             row = {'arm': arm, 'seed': seed, 'train_s': round(seconds), 'updates': len(used),
                    'train_nfe_mean': round(statistics.fmean(used), 3),
                    'test_top1': top1_at_grids(model, test, args.grids)}
@@ -84,9 +128,11 @@ def main():
             rows = sorted({**earlier_rows(), (arm, seed): row}.values(), key=lambda r: (ARMS.index(r['arm']), r['seed']))
             summary = {a: {g: round(statistics.fmean(r['test_top1'][g] for r in rs), 2) for g in rs[0]['test_top1']}
                        for a in ARMS for rs in [[r for r in rows if r['arm'] == a]] if rs}
-            write_result('anytime_training', {'benchmark': 'anytime_training', 'budget': budget, 'grids': args.grids,
-                                              'test_images': len(test[1]), 'mean_top1': summary, 'rows': rows})
-    print(json.dumps(json.loads(out.read_text())['mean_top1'], indent=1))
+            study = {'budget': budget, 'trained_depth': args.steps, 'grids': args.grids, 'test_images': len(test[1]),
+                     'mean_top1': summary, 'rows': rows}
+            write_result('anytime_training', {'benchmark': 'anytime_training',
+                                              'studies': {**studies(), args.model: study}})
+    print(json.dumps(studies()[args.model]['mean_top1'], indent=1))
 
 
 if __name__ == '__main__':
