@@ -315,3 +315,15 @@ def test_command_line_speed_step_is_timm_odevit_speed(tmp_path, capsys):
     config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\n')
     cycle.main(['speed', '--config', str(config), '--batch-size', '2', '--updates', '2', '--settings', 'fp32'])
     assert capsys.readouterr().out.strip() == ''  # fp32: no flags
+
+
+def test_card_section_states_each_cycles_note():
+    base = {'command': 'python -m timm_odevit.train --config c.yaml', 'speed': {'setting': 'fp32'}, 'epochs': 2,
+            'seconds': 60.0, 'val_top1': 40.0, 'weights': 'raw', 'best_epoch': 1, 'test_top1': 39.0}
+    record = {'total_seconds': 120.0, 'cycles': [
+        dict(base, cycle=0, test_top1_before=None, note='5 epochs, then --resume for 2 more on a 7-epoch cosine tail'),
+        dict(base, cycle=1, test_top1_before=39.0)]}
+    section = cycle.card_section(record)
+    assert '- Cycle 0: 5 epochs, then --resume for 2 more on a 7-epoch cosine tail' in section
+    assert 'Cycle 1:' not in section  # no note, no line
+    assert 'Notes:' not in cycle.card_section({'total_seconds': 60.0, 'cycles': [dict(base, cycle=0, test_top1_before=None)]})

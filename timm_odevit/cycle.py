@@ -210,6 +210,7 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
             'the weights)' + (f'; its own curve: [{CYCLE0_CURVE}]({CYCLE0_CURVE})' if cycle0_curve else '') + '.'
             if missing else '')
     timed = all(c.get('seconds') is not None for c in record['cycles'])
+    notes = ''.join(f"\n- Cycle {c['cycle']}: {c['note']}" for c in record['cycles'] if c.get('note'))
     return f'''
 ## Training cycles
 
@@ -221,7 +222,7 @@ learning curve spans the cycles.{note} Total training time: {_hours(record['tota
 
 | cycle | command | speed setting | epochs | wall time | held-out top-1 (weights, epoch) | test top-1 before → after |
 |---|---|---|---|---|---|---|
-''' + '\n'.join(lines) + '\n'
+''' + '\n'.join(lines) + '\n' + (f'\nNotes:\n{notes}\n' if notes else '')
 
 
 def with_section(card: str, section: str) -> str:
