@@ -141,6 +141,44 @@ def _rows_by(name: str, key: Callable[[dict], str], value: str = 'test_top1'):
     return arms
 
 
+def optional_json(ctx: Context, name: str) -> Optional[dict]:
+    """A result file that may not exist yet (a study not run): None instead of an error."""
+    try:
+        return ctx.json(name)
+    except FileNotFoundError:
+        return None
+
+
+def step_robust(ctx: Context, trained: int, at: Optional[int] = None) -> List[float]:
+    """step_robustness: top-1 per seed of the models trained at ``trained`` Euler steps, evaluated at ``at``."""
+    d = optional_json(ctx, 'step_robustness')
+    rows = [] if d is None else [r for r in d['rows'] if r['train_steps'] == trained]
+    return [r['test_top1'][str(at or trained)] for r in rows if str(at or trained) in r['test_top1']]
+
+
+def anytime_arm(ctx: Context, model: str, arm: str, at: Optional[int] = None) -> List[float]:
+    """anytime_training: top-1 per seed of one arm, evaluated at depth ``at`` (default: the trained depth)."""
+    d = optional_json(ctx, 'anytime_training')
+    study = (d or {}).get('studies', {}).get(model)
+    if study is None:
+        return []
+    key = str(at or study['trained_depth'])
+    return [r['test_top1'][key] for r in study['rows'] if r['arm'] == arm and key in r['test_top1']]
+
+
+def _grid_study_repeats(ctx: Context) -> Dict[str, List[float]]:
+    """The 3k-image budget's repeated recipes: head_init_accuracy's variants, step_robustness's training grids and
+    anytime_training's arms (each at its own training grid)."""
+    out = _rows_by('head_init_accuracy', lambda r: r['variant'])(ctx)
+    d = optional_json(ctx, 'step_robustness')
+    for steps in sorted({r['train_steps'] for r in (d or {}).get('rows', [])}):
+        out[f'step_robustness trained at {steps}'] = step_robust(ctx, steps)
+    for model, study in ((optional_json(ctx, 'anytime_training') or {}).get('studies') or {}).items():
+        for arm in dict.fromkeys(r['arm'] for r in study['rows']):
+            out[f'anytime_training {model} {arm}'] = anytime_arm(ctx, model, arm)
+    return out
+
+
 BUDGETS = {b.key: b for b in [
     Budget('45k', '45k images, 2 epochs (`accuracy_vs_params`, `distillation_cifar10`)', '10,000',
            lambda ctx: {k: list(v.values()) for k, v in _acc_arms(ctx).items()}),
@@ -154,8 +192,8 @@ BUDGETS = {b.key: b for b in [
            lambda ctx: {k: list(v.values()) for k, v in by_seed(
                ctx.json('deep_supervision_horizon')['runs'].items(),
                lambda r: _at_iteration(r, ctx.json('deep_supervision_horizon')['trained_iterations'])).items()}),
-    Budget('3k-head', '3k images, 3 epochs (`head_init_accuracy`)', '1,000',
-           _rows_by('head_init_accuracy', lambda r: r['variant']), lends_floor=False),
+    Budget('3k-head', '3k images, 3 epochs (`head_init_accuracy`, `step_robustness`, `anytime_training`)', '1,000',
+           _grid_study_repeats, lends_floor=False),
     Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)', '2,500 (validation)',
            _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1')),
 ]}
@@ -355,6 +393,28 @@ COMPARISONS = [
     ('head_init_vs_reference', "`odevit_tiny_cifar` (default init) vs the authors' `ViTNeuralODE` (their init)", '3k-head',
      lambda c: head_init(c, 'ours'), lambda c: head_init(c, 'reference'),
      'python bench/head_init_accuracy.py --variants ours reference --reference-dir /path/to/ODE-ViT'),
+    # anytime depth (issue 29): the step grid of training, then schedules of it at equal training NFE
+    ('sr24_vs_sr6', "trained and evaluated at 24 Euler steps (the paper's grid) vs at 6 (the releases')", '3k-head',
+     lambda c: step_robust(c, 24), lambda c: step_robust(c, 6),
+     'python bench/step_robustness.py --train-steps 6 24 --seeds 0 1 2'),
+    ('sr6_at24', 'trained at 6 Euler steps: evaluated at 24 vs at 6', '3k-head',
+     lambda c: step_robust(c, 6, 24), lambda c: step_robust(c, 6), 'python bench/step_robustness.py --train-steps 6'),
+    ('sr24_at6', 'trained at 24 Euler steps: evaluated at 6 vs at 24', '3k-head',
+     lambda c: step_robust(c, 24, 6), lambda c: step_robust(c, 24), 'python bench/step_robustness.py --train-steps 24'),
+    ('sr24_at3', 'trained at 24 Euler steps: evaluated at 3 vs at 24', '3k-head',
+     lambda c: step_robust(c, 24, 3), lambda c: step_robust(c, 24), 'python bench/step_robustness.py --train-steps 24'),
+    ('anytime_random_at_S', 'ODE-ViT, a random step count per update (S − w … S + w) vs fixed S, evaluated at S', '3k-head',
+     lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'random'), lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'fixed'),
+     'python bench/anytime_training.py --arms fixed random --seeds 0 1 2'),
+    ('anytime_incremental_at_S', 'ODE-ViT, coarse to fine (S − w, then S + w steps) vs fixed S, evaluated at S', '3k-head',
+     lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'incremental'), lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'fixed'),
+     'python bench/anytime_training.py --arms fixed incremental --seeds 0 1 2'),
+    ('anytime_random_at_3', 'ODE-ViT, random step count per update vs fixed S, evaluated at 3 steps', '3k-head',
+     lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'random', 3), lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'fixed', 3),
+     'python bench/anytime_training.py --arms fixed random --seeds 0 1 2'),
+    ('anytime_random_at_24', 'ODE-ViT, random step count per update vs fixed S, evaluated at 24 steps', '3k-head',
+     lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'random', 24), lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'fixed', 24),
+     'python bench/anytime_training.py --arms fixed random --seeds 0 1 2'),
 ]
 COMPARISON = {c[0]: c for c in COMPARISONS}
 
@@ -595,6 +655,58 @@ def table_head_init(ctx: Context) -> str:
                     [[labels.get(k, k), ', '.join(f'{x:.1f}' for x in v), fmt_arm(v)] for k, v in arms.items()])
 
 
+def _grid_row_stats(means: Dict[int, float]) -> List[str]:
+    """Spread of the mean top-1 over Euler 4–24 and the loss at 3 steps against the best grid (issue 29's targets)."""
+    band = [v for g, v in means.items() if 4 <= g <= 24]
+    return [f'{spread(band):.1f}' if band else '–', f'{means[3] - max(means.values()):+.1f}' if 3 in means else '–']
+
+
+def table_step_robustness(ctx: Context) -> str:
+    d = optional_json(ctx, 'step_robustness')
+    if d is None:
+        return '*Not run yet*: `cd bench && python step_robustness.py --train-steps 6 12 24 --seeds 0 1 2`.'
+    grids = d['grids']
+    rows = []
+    for trained in sorted({r['train_steps'] for r in d['rows']}):
+        means = {g: mean(v) for g in grids for v in [step_robust(ctx, trained, g)] if v}
+        runs = [r for r in d['rows'] if r['train_steps'] == trained]
+        rows.append([f'Euler {trained}', len(runs)] + [f'{means[g]:.1f}' if g in means else '–' for g in grids]
+                    + _grid_row_stats(means) + [f'{mean([r["train_s"] for r in runs]) / 60:.1f}'])
+    return md_table(['trained at', 'seeds'] + [f'{g}' for g in grids]
+                    + ['spread 4–24', '3 steps − best', 'train min/run'], rows)
+
+
+ANYTIME_ARMS = {'fixed': 'fixed S (today\'s training)', 'random': 'random depth per update, S − w … S + w',
+                'incremental': 'coarse to fine: S − w, then S + w', 'deep_supervision': 'fixed S, deep supervision at T/4 … T'}
+
+
+def table_anytime_training(ctx: Context, model: str) -> str:
+    d = optional_json(ctx, 'anytime_training')
+    study = (d or {}).get('studies', {}).get(model)
+    if study is None:
+        return f'*Not run yet*: `cd bench && python anytime_training.py --model {model} --seeds 0 1 2`.'
+    grids, rows = study['grids'], []
+    for arm in dict.fromkeys(r['arm'] for r in study['rows']):
+        runs = [r for r in study['rows'] if r['arm'] == arm]
+        means = {g: mean(v) for g in grids for v in [anytime_arm(ctx, model, arm, g)] if v}
+        rows.append([ANYTIME_ARMS.get(arm, arm), len(runs), f'{mean([r["train_nfe_mean"] for r in runs]):.2f}',
+                     f'{mean([r["train_s"] for r in runs]) / 60:.1f}'] + [f'{means[g]:.1f}' if g in means else '–' for g in grids]
+                    + _grid_row_stats(means))
+    return md_table(['training', 'seeds', 'train NFE/image', 'train min/run'] + [f'{g}' for g in grids]
+                    + ['spread 4–24', '3 steps − best'], rows)
+
+
+def table_anytime_inference(ctx: Context) -> str:
+    d = ctx.json('anytime_inference')
+    rows = [[f'fixed {g["grid"]}', f'{g["nfe"]:.2f}', f'{g["top1"]:.1f}', f'{g["ms_per_image"]:.2f}', '']
+            for g in d['fixed_grids']]
+    rows += [[f'early exit on Euler {e["grid_steps"]}, {e["rule"]}'.replace('|', '\\|'), f'{e["nfe"]:.2f}', f'{e["top1"]:.1f}',
+              f'{e["ms_per_image"]:.2f}', f'{e["best_fixed_grid_within_nfe"]["grid"]}: '
+              f'{e["best_fixed_grid_within_nfe"]["top1"]:.1f}' if e.get('best_fixed_grid_within_nfe') else '–']
+             for e in d['early_exit']]
+    return md_table(['setting', 'mean NFE/image', 'top-1 (%)', 'ms/image', 'best fixed grid within its NFE'], rows)
+
+
 def table_sgd_divergence(ctx: Context) -> str:
     rows = []
     for r in ctx.json('sgd_divergence')['runs']:
@@ -722,6 +834,8 @@ def _walk_seconds(o, keys=('train_s', 'wall_s', 'train_seconds')) -> List[float]
 
 def runtime(ctx: Context, script: str) -> str:
     """bench/README's time column: the median wall time per run that a script's JSON records."""
+    if optional_json(ctx, script) is None:
+        return 'not run yet'
     secs = _walk_seconds(ctx.json(script))
     if not secs:
         return 'not recorded in the JSON'
@@ -757,6 +871,9 @@ TABLES: Dict[str, Callable[[Context], str]] = {
     'deep_supervision': table_deep_supervision,
     'recipe_study': table_recipe_study,
     'head_init': table_head_init,
+    'step_robustness': table_step_robustness,
+    'anytime_training': table_anytime_training,
+    'anytime_inference': table_anytime_inference,
     'sgd_divergence': table_sgd_divergence,
     'recipes_no_nan': table_recipes_no_nan,
     'throughput': table_throughput,
@@ -910,6 +1027,8 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'inspect_norm_last': lambda c: math.sqrt(_inspect_value(c, 'energy')[-1]),
     'inspect_growth': lambda c: math.sqrt(_inspect_value(c, 'energy')[-1] / _inspect_value(c, 'energy')[0]),
 }
+for _budget in BUDGETS:
+    VALUES[f'floor.{_budget}'] = lambda c, b=_budget: floor(c, b)[0]
 for _cid in COMPARISON:
     for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary'):
         VALUES[f'{_cid}.{_field}'] = _cmp_value(_cid, _field)

@@ -56,3 +56,33 @@ def test_templates_render_every_placeholder(ctx):
 
 def test_readme_is_at_most_350_lines(ctx):
     assert len(render.render((render.TEMPLATES / 'README.md.in').read_text(), ctx, 'README.md.in').splitlines()) <= 350
+
+
+def test_grid_studies_render_from_their_rows_and_say_when_not_run(tmp_path):
+    import json
+    import shutil
+    empty = render.Context(results=tmp_path)
+    assert render.table_step_robustness(empty).startswith('*Not run yet*')
+    assert render.table_anytime_training(empty, 'bvit_tiny_cifar').startswith('*Not run yet*')
+    assert render.run_comparison(empty, 'anytime_random_at_S') is None
+
+    shutil.copy(ROOT / 'bench' / 'results' / 'head_init_accuracy.json', tmp_path)
+    grids = [3, 4, 6, 24]
+    sr = [{'train_steps': 6, 'seed': s, 'train_s': 180, 'test_top1': dict(zip(map(str, grids), [20., 40. + s, 50. + s, 44.]))}
+          for s in range(3)]
+    (tmp_path / 'step_robustness.json').write_text(json.dumps({'grids': grids, 'rows': sr}))
+    at = [{'arm': arm, 'seed': s, 'train_s': 120, 'train_nfe_mean': 6.0,
+           'test_top1': dict(zip(map(str, grids), [base - 10, base - 2, base + s, base - 1]))}
+          for arm, base in (('fixed', 50.), ('random', 49.)) for s in range(3)]
+    (tmp_path / 'anytime_training.json').write_text(json.dumps(
+        {'studies': {'odevit_tiny_cifar': {'trained_depth': 6, 'grids': grids, 'rows': at}}}))
+    ctx = render.Context(results=tmp_path)
+    assert render.step_robust(ctx, 6) == [50., 51., 52.] and render.step_robust(ctx, 6, 24) == [44.] * 3
+    table = render.table_step_robustness(ctx)
+    # spread over Euler 4-24 of the means (41, 51, 44) = 10; 3 steps (20) against the best (51) = -31
+    assert '| Euler 6 | 3 | 20.0 | 41.0 | 51.0 | 44.0 | 10.0 | -31.0 | 3.0 |' in table
+    c = render.run_comparison(ctx, 'anytime_random_at_S')
+    assert c['delta'] == pytest.approx(-1.0) and not c['finding'] and c['seeds'] == (3, 3)
+    # the studies' own repeats join the budget's floor
+    assert 'step_robustness trained at 6' in render.BUDGETS['3k-head'].repeats(ctx)
+    assert '| random depth per update' in render.table_anytime_training(ctx, 'odevit_tiny_cifar')
