@@ -15,8 +15,9 @@ CIFAR-10 subset (flip + 4-px crop) and logs, after every update:
 (``default``) and candidate changes, all with the same data, data order and seed; ``--models`` adds the
 comparison models (bViT, odeified ViT, a discrete timm ViT, the authors' ``ViTNeuralODE`` with
 ``--reference-dir``) under the identical optimizer. ``--sharpness N`` measures, before training, the
-largest Hessian eigenvalue of the loss (per parameter group) on N images: SGD with momentum 0.9 is
-stable only below 3.8 / lr. For every run the summary names the first update at which each logged
+largest Hessian eigenvalue of the loss (per parameter group) on N images, next to the largest sharpness
+at which train.py's optimiser is stable on a quadratic (:func:`sgd_stable_below`: Nesterov momentum 0.9,
+1.36 / lr; heavy-ball momentum would allow 3.8 / lr). For every run the summary names the first update at which each logged
 quantity left its starting range and, at the first update where the final state grew 10x in one
 update, which single parameter's update was responsible (the state at t = 1 recomputed with that one
 parameter restored to its previous value). Runs accumulate in the JSON across invocations (key: model,
@@ -107,10 +108,18 @@ def apply_variant(model: torch.nn.Module, variant: str) -> None:
             raise SystemExit(f'unknown variant part {part!r}')
 
 
+def sgd_stable_below(lr: float, momentum: float = 0.9, nesterov: bool = True) -> float:
+    """The largest curvature lambda at which SGD with momentum b converges on f = lambda x^2 / 2: the roots of
+    z^2 - (1 + b)(1 - a) z + b (1 - a) (Nesterov, a = lr lambda; torch's SGD, which timm's 'sgd' builds with
+    nesterov=True) lie in the unit circle iff a < 2 (1 + b) / (1 + 2 b), i.e. 1.36 / lr at b = 0.9; heavy-ball
+    momentum (z^2 - (1 + b - a) z + b) allows a < 2 (1 + b), 3.8 / lr. A heuristic for a network: it reads the
+    sharpness at one point, and sharpness moves during training."""
+    return 2 * (1 + momentum) / ((1 + 2 * momentum) if nesterov else 1) / lr
+
+
 def sharpness(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, groups: dict, iters: int = 15) -> dict:
     """Largest eigenvalue of the training loss's Hessian (power iteration on Hessian-vector products) with respect
-    to each group of parameters, at the current weights. SGD with momentum b is stable only where
-    lr x lambda_max < 2 (1 + b), i.e. lambda_max < 3.8 / lr for train.py's b = 0.9."""
+    to each group of parameters, at the current weights (compare with :func:`sgd_stable_below`)."""
     fused = [m for m in model.modules() if getattr(m, 'fused_attn', False)]
     for m in fused:  # double backward through the fused CPU attention kernel is not implemented
         m.fused_attn = False
@@ -235,7 +244,7 @@ def run(name: str, variant: str, args, data, reference=None) -> dict:
     if args.sharpness:
         torch.manual_seed(args.seed)
         sharp = sharpness(model, x[order[:args.sharpness]], y[order[:args.sharpness]], SHARPNESS_GROUPS)
-        print(f'{name}/{variant} sharpness at init (SGD stable below {3.8 / lr:.0f}): {sharp}', flush=True)
+        print(f'{name}/{variant} sharpness at init (SGD stable below {sgd_stable_below(lr):.0f}): {sharp}', flush=True)
     log, blamed = [], None
     rms0 = None
     t0 = time.time()
@@ -290,7 +299,7 @@ def run(name: str, variant: str, args, data, reference=None) -> dict:
         if not math.isfinite(loss.item()):
             break
     return {'model': name, 'variant': variant, 'lr': lr, 'batch': args.batch, 'seed': args.seed,
-            'clip_grad': args.clip_grad, 'sharpness_at_init': sharp, 'sgd_stable_below': round(3.8 / lr, 1),
+            'clip_grad': args.clip_grad, 'sharpness_at_init': sharp, 'sgd_stable_below': round(sgd_stable_below(lr), 1),
             'steps': args.steps if name.startswith('odevit') or name == 'reference' else None, 'seconds': round(time.time() - t0, 1),
             'diverged_at_update': next((r['update'] for r in log[1:] if not finite(r['loss'])), None),
             'summary': summarize(log), 'blame': blamed, 'log': log}

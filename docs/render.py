@@ -720,7 +720,7 @@ def table_sgd_divergence(ctx: Context) -> str:
                      r['diverged_at_update'] or f'no NaN in {len(r["log"]) - 1}',
                      f'{blame["update"]}: `{culprit}`' if blame else '–'])
     return md_table(['model', 'variant', 'batch', 'lr', 'clipping', 'λ_max at init: all weights', 'λ_max: the field', 'λ_max: head',
-                     'SGD stable below (3.8 / lr)', 'NaN at update', 'state × 10 in one update at: the one weight whose '
+                     'limit: Nesterov SGD stable below (1.36 / lr)', 'NaN at update', 'state × 10 in one update at: the one weight whose '
                      'update, undone, shrinks it most'], rows)
 
 
@@ -956,13 +956,14 @@ def _n0(ctx: Context, i: int):
 
 def _sgd(model: str, variant: str, batch: int, field: str) -> Callable[[Context], object]:
     """A field of one sgd_divergence run ('lambda' / 'field': λ_max at init over all weights / the field's, 'nan_at',
-    'limit': 3.8 / lr, 'updates')."""
+    'limit': train.py's Nesterov SGD's 1.36 / lr, 'updates', 'ratio': lambda / limit)."""
     def value(ctx: Context):
         run = next(r for r in ctx.json('sgd_divergence')['runs']
                    if r['model'] == model and r['variant'] == variant and r['batch'] == batch and not r.get('clip_grad'))
         sharp = run.get('sharpness_at_init') or {}
         return {'lambda': sharp.get('all'), 'field': sharp.get('depth (field / blocks)'), 'nan_at': run['diverged_at_update'],
-                'limit': run['sgd_stable_below'], 'updates': len(run['log']) - 1}[field]
+                'limit': run['sgd_stable_below'], 'updates': len(run['log']) - 1,
+                'ratio': sharp['all'] / run['sgd_stable_below'] if sharp.get('all') else math.nan}[field]
     return value
 
 
@@ -998,7 +999,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     **{f'sgd.{name}.{batch}.{field}': _sgd('reference' if name == 'authors' else 'odevit_tiny_cifar',
                                            {'authors': '-'}.get(name, name), batch, field)
        for name in ('reference_init', 'default', 'default+sqrtdepth', 'authors') for batch in (32, 128)
-       for field in ('lambda', 'field', 'nan_at', 'limit', 'updates')},
+       for field in ('lambda', 'field', 'nan_at', 'limit', 'updates', 'ratio')},
     'full_epochs': _full_epochs,
     'floor_45k_note': lambda c: _floor_note(c, '45k'),
     'inspect_provenance': _inspect_provenance,
