@@ -36,8 +36,11 @@ def test_a_difference_is_a_finding_only_above_the_floor(ctx):
     assert not render.compare(ctx, '15k', [40.0], [40.0 + n])['finding']  # equal to N: within noise
     c = render.compare(ctx, '15k', [40.0], [40.0 + n + 0.01])
     assert c['finding'] and c['single']
-    assert render.claim_verdict(c, -1) == 'confirmed' and render.claim_verdict(c, +1) == 'contradicted'
-    assert render.claim_verdict(c, 0) == 'contradicted'
+    # one run against one is labelled as such; with seeds on both sides the verdict stands alone
+    assert render.claim_verdict(c, -1) == 'confirmed (single run)' and render.claim_verdict(c, +1) == 'contradicted (single run)'
+    assert render.claim_verdict(c, 0) == 'contradicted (single run)' and render.claim_verdict(c, 'any') == 'confirmed (single run)'
+    seeded = render.compare(ctx, '15k', [40.0, 40.2, 40.1], [40.0 + n + 1, 40.1 + n + 1, 40.2 + n + 1])
+    assert render.claim_verdict(seeded, -1) == 'confirmed' and render.claim_verdict(seeded, 'any') == 'confirmed'
     assert render.claim_verdict(render.compare(ctx, '15k', [40.0, 41.0], [40.5]), +1).startswith('inconclusive')
 
 
