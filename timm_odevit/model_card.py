@@ -180,9 +180,13 @@ def _description(model: torch.nn.Module, display: str) -> str:
 def _retune(model: torch.nn.Module) -> str:
     kind = family(model)
     if kind == 'ode':
-        return "\nmodel.set_solver(method='rk4', steps=12)  # solver settings are not weights: change them freely"
+        steps = model.solver.steps
+        change = f'steps={2 * steps}' if steps else "method='euler', steps=12"
+        return (f'\nmodel.set_solver({change})  # another grid: accuracy changes with it; measure first '
+                '(timm_odevit.anytime.accuracy_at_budgets)')
     if kind == 'recurrent':
-        return f'\nmodel.set_iterations({2 * model.iterations})  # run beyond the training horizon'
+        return (f'\nmodel.set_iterations({2 * model.iterations})  # beyond the training horizon: accuracy changes; '
+                'measure first (timm_odevit.anytime.accuracy_at_budgets)')
     return ''
 
 
