@@ -253,6 +253,7 @@ def test_an_improved_cycle_replaces_the_release_and_extends_its_record(release, 
     assert c1['val_top1'] == 45.5 and c1['val_top1_before'] == 40.0 and c1['best_epoch'] == 1
     assert c1['test_top1_before'] == record['cycles'][0]['test_top1'] and c1['test_top1'] == round(out['test_top1'], 2)
     assert record['selection']['top1'] == 45.5 and record['selection']['weights'] == 'ema'
+    assert list(c1['test_top1_at_depth']) == ['2', '3', '4', '6', '8', '12', '16', '24']  # the card's depth table
     assert record['total_seconds'] == pytest.approx(1800.0 + 1800.0)
     cycle.read_record(release)  # the record matches the new weights
 

@@ -289,3 +289,26 @@ def test_unreadable_checkpoints_name_the_file(tmp_path, make, words):
     make(path)
     with pytest.raises((ValueError, OSError), match=f'{path}.*{words}|{words}'):
         hub.load_checkpoint_file(path)
+
+
+def test_export_measures_and_cards_the_other_depths(tmp_path, eval_dir):
+    """grids=: top-1 at each depth on the same images, in the metrics and as a card table; the grid is restored."""
+    torch.manual_seed(0)
+    model = timm.create_model('odevit_tiny_cifar', steps=3)
+    torch.save({'arch': 'odevit_tiny_cifar', 'args': argparse.Namespace(model_kwargs={'steps': 3}),
+                'state_dict': model.state_dict()}, tmp_path / 'c.pth.tar')
+    metrics = hub.export(str(tmp_path / 'c.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir), grids=[2, 3, 6])
+    assert [(g['depth'], g['nfe']) for g in metrics['grids']] == [(2, 2), (3, 3), (6, 6)]
+    at3 = next(g for g in metrics['grids'] if g['depth'] == 3)
+    assert at3['top1'] == pytest.approx(metrics['top1'])  # the trained grid, measured twice: the same number
+    card = (tmp_path / 'out' / 'README.md').read_text()
+    assert '## Accuracy at other depths' in card and f"| 3 (trained) | 3 | {at3['top1']:.2f} |" in card
+    assert 'see "Accuracy at other depths"' in card
+    loaded = timm.create_model(f'local-dir:{tmp_path / "out"}', pretrained=True)
+    assert loaded.solver.steps == 3  # the sweep did not leak into the exported config
+    recurrent = timm.create_model('bvit_tiny_cifar', iterations=4)
+    rows = hub.evaluate_grids(recurrent, str(eval_dir), grids=[2, 4])
+    assert [g['nfe'] for g in rows] == [2, 4] and recurrent.iterations == 4
+    for bad in ([0], [], 'x', [2.5], [True]):
+        with pytest.raises(ValueError, match='grids must be positive integers'):
+            hub.export(str(tmp_path / 'c.pth.tar'), str(tmp_path / 'bad'), eval_dir=str(eval_dir), grids=bad)

@@ -24,7 +24,7 @@ import re
 import shutil
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 RECORD = 'record.json'
 SUMMARY = 'summary.csv'
@@ -300,10 +300,11 @@ def init_record(release_dir, val_top1: Optional[float] = None, val_images: Optio
 def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = None, eval_split: str = 'test',
                   speed: Optional[str] = None, speed_record: Optional[Dict] = None,
                   min_gain: Optional[float] = None, dry_run: bool = False, repo_id: Optional[str] = None,
-                  package_weights=None) -> Dict[str, Any]:
+                  package_weights=None, grids: Optional[Sequence[int]] = None) -> Dict[str, Any]:
     """Decide on a finished cycle and, when its held-out top-1 beats the release's beyond the noise, release it
     (see the module docstring). ``package_weights``: the package's copy of the weights, updated with the
-    release. Returns the decision (and the test metrics when released)."""
+    release. ``grids``: the depths whose test top-1 the card and the record give (default: hub.DEFAULT_GRIDS;
+    ``()`` for none). Returns the decision (and the test metrics when released)."""
     release_dir = pathlib.Path(release_dir)
     if not command or not command.strip():
         raise ValueError('command: the exact command line the cycle ran, for the record')
@@ -328,11 +329,11 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     cycle = record['cycles'][-1]['cycle'] + 1
     staging = pathlib.Path(tempfile.mkdtemp(dir=release_dir.parent, prefix=f'.{release_dir.name}.cycle-'))
     try:
-        from .hub import export, verify_folder
+        from .hub import DEFAULT_GRIDS, export, verify_folder
         folder = staging / release_dir.name
         metrics = export(best['checkpoint'], str(folder), use_ema=best['weights'] == 'ema', eval_dir=eval_dir,
                          eval_split=eval_split, repo_id=repo_id or _registered_repo_id(release_dir.name),
-                         train_command=command)
+                         train_command=command, grids=DEFAULT_GRIDS if grids is None else (list(grids) or None))
         old_rows = read_rows(release_dir / SUMMARY) if (release_dir / SUMMARY).is_file() else []
         rows = merged_summary(old_rows, run['rows'], cycle, first_cycle=record['cycles'][0]['cycle'])
         write_rows(folder / SUMMARY, rows)
@@ -342,7 +343,9 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
             'hardware': run['train_time'].get('hardware'), 'epochs': len(run['rows']), 'best_epoch': best['epoch'],
             'weights': best['weights'], 'val_top1': round(best['top1'], 4), 'val_top1_before': before['top1'],
             'test_top1_before': record['test']['top1'], 'test_top1': round(metrics['top1'], 2),
-            'per_epoch_record': True, 'started_from_sha256': record['weights_sha256']})
+            'per_epoch_record': True, 'started_from_sha256': record['weights_sha256'],
+            **({'test_top1_at_depth': {str(g['depth']): round(g['top1'], 2) for g in metrics['grids']}}
+               if metrics.get('grids') else {})})
         known = [c['seconds'] for c in record['cycles'] if c.get('seconds') is not None]
         record['total_seconds'] = round(sum(known), 1) if known else None
         record['selection'] = dict(before, top1=round(best['top1'], 4), weights=best['weights'],
@@ -399,6 +402,9 @@ def main(argv=None) -> None:
     s.add_argument('--no-package-weights', action='store_true',
                    help="leave the package's copy (timm_odevit/weights/<tag>) alone")
     s.add_argument('--dry-run', action='store_true', help='decide only: no export, no test split, nothing written')
+    s.add_argument('--grids', type=int, nargs='*', default=None, metavar='N',
+                   help='depths (Euler steps / iterations) whose test top-1 the card gives (default: 2 3 4 6 8 12 16 24; '
+                        'none: --grids with no value)')
     i = sub.add_parser('init', help="record a release as cycle 0 (record.json)")
     i.add_argument('release_dir')
     i.add_argument('--measure-val', default=None, help='data root: measure the held-out top-1 of the weights')
@@ -427,7 +433,8 @@ def main(argv=None) -> None:
                 candidate = packaged_weights(pathlib.Path(args.release_dir).name)
                 package = candidate if candidate.is_file() else None
             out = release_cycle(args.run_dir, args.release_dir, args.command, args.eval_dir, args.eval_split,
-                                args.speed, speed_record, args.min_gain, args.dry_run, args.repo_id, package)
+                                args.speed, speed_record, args.min_gain, args.dry_run, args.repo_id, package,
+                                args.grids)
     except (ValueError, OSError) as e:
         raise SystemExit(f'error: {e}')
     print(json.dumps(out, indent=1))

@@ -18,7 +18,7 @@ import pickle
 import shutil
 import sys
 import tempfile
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -202,11 +202,43 @@ def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_s
     return evaluate_together({'model': model}, data_dir, split, batch_size, workers, device, progress)['model']
 
 
+def _eval_loader(data_config: Dict[str, Any], samples: List[Tuple[str, int]], batch_size: int, workers: int):
+    """Batches of (images, targets) with timm's eval transform of ``data_config``."""
+    from timm.data import create_transform
+    transform = create_transform(**{k: data_config[k] for k in ('input_size', 'interpolation', 'mean', 'std',
+                                                                  'crop_pct', 'crop_mode') if k in data_config})
+    return torch.utils.data.DataLoader(_CheckedImages(samples, transform), batch_size=batch_size, num_workers=workers)
+
+
+DEFAULT_GRIDS = (2, 3, 4, 6, 8, 12, 16, 24)  # Euler steps of an ODE model / iterations of a recurrent one
+
+
+def evaluate_grids(model: torch.nn.Module, data_dir: str, split: str = 'test', grids: Sequence[int] = DEFAULT_GRIDS,
+                   batch_size: int = 250, workers: int = 2, device: str = 'cpu') -> List[Dict[str, Any]]:
+    """Top-1 (%) of a continuous-depth model at each depth of ``grids`` (steps of its solver's method, iterations of a
+    recurrence) on an ImageFolder split: :func:`timm_odevit.anytime.accuracy_at_budgets` over the model's own eval
+    preprocessing. Returns ``[{'grid', 'depth', 'nfe', 'top1'}, ...]``; the model's own grid is restored."""
+    from timm.data import resolve_data_config
+    from .anytime import accuracy_at_budgets
+    if isinstance(grids, (str, bytes)) or not grids or any(isinstance(g, bool) or not isinstance(g, int) or g < 1
+                                                           for g in grids):
+        raise ValueError(f'grids must be positive integers (Euler steps / iterations), got {grids!r}')
+    classes, samples = image_folder(data_dir, split)
+    check_classes(model, classes, str(pathlib.Path(data_dir) / split))
+    model.eval().to(torch.device(device))
+    try:
+        rows = accuracy_at_budgets(model, _eval_loader(resolve_data_config(model=model), samples, batch_size, workers),
+                                   grids=list(grids))
+    except ValueError as e:  # an unreadable image (re-raised by a worker with its traceback in the message)
+        raise ValueError(str(e).strip().splitlines()[-1].removeprefix('ValueError: ')) from None
+    return [{'grid': r['grid'], 'depth': g, 'nfe': r['nfe'], 'top1': r['top1']} for g, r in zip(grids, rows)]
+
+
 @torch.no_grad()
 def evaluate_together(models: Dict[str, torch.nn.Module], data_dir: str, split: str = 'test', batch_size: int = 250,
                       workers: int = 2, device: str = 'cpu', progress: bool = False) -> Dict[str, Dict[str, Any]]:
     """:func:`evaluate` of several models that share one preprocessing, in one pass over the images."""
-    from timm.data import create_transform, resolve_data_config
+    from timm.data import resolve_data_config
     from tqdm import tqdm
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f'batch_size must be an integer >= 1, got {batch_size!r}')
@@ -217,10 +249,7 @@ def evaluate_together(models: Dict[str, torch.nn.Module], data_dir: str, split: 
     classes, samples = image_folder(data_dir, split)
     for m in models.values():
         check_classes(m, classes, str(pathlib.Path(data_dir) / split))
-    transform = create_transform(**{k: data_config[k] for k in ('input_size', 'interpolation', 'mean', 'std',
-                                                                  'crop_pct', 'crop_mode') if k in data_config})
-    loader = torch.utils.data.DataLoader(_CheckedImages(samples, transform), batch_size=batch_size,
-                                         num_workers=workers)
+    loader = _eval_loader(data_config, samples, batch_size, workers)
     device = torch.device(device)
     for m in models.values():
         m.eval().to(device)
@@ -295,14 +324,20 @@ def _replace_folder(staging: pathlib.Path, out: pathlib.Path) -> None:
 def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_dir: Optional[str] = None,
            eval_split: str = 'test', repo_id: Optional[str] = None, dataset: Optional[str] = None,
            train_command: Optional[str] = None, model_kwargs: Optional[Dict[str, Any]] = None,
-           device: str = 'cpu', batch_size: int = 250, workers: int = 2, progress: bool = False) -> Dict[str, Any]:
+           device: str = 'cpu', batch_size: int = 250, workers: int = 2, progress: bool = False,
+           grids: Optional[Sequence[int]] = None) -> Dict[str, Any]:
     """train.py checkpoint -> Hub folder (model.safetensors, config.json with the classes' label_names, README.md
     model card; the run's summary.csv copied and drawn as learning_curve.png, training time from its
     train_time.json). ``use_ema`` None: the weights the run selected on (EMA with --model-ema). The card's
-    split, dataset, classes and image count are those of the evaluation. Returns the metrics."""
+    split, dataset, classes and image count are those of the evaluation. ``grids``: also measure top-1 at these depths
+    (Euler steps / iterations, :func:`evaluate_grids`) on the same images; the card gets the table. Returns the
+    metrics."""
     from timm.models import save_for_hf
     if not eval_dir:
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
+    if grids is not None and (isinstance(grids, (str, bytes)) or not grids or any(
+            isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in grids)):
+        raise ValueError(f'grids must be positive integers (Euler steps / iterations), got {grids!r}')
     out = pathlib.Path(out_dir)
     _check_out_dir(out)
     if repo_id:
@@ -313,6 +348,10 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     _check_training_classes(info['train_args'], classes, str(pathlib.Path(eval_dir) / eval_split))
     metrics = evaluate(model, eval_dir, eval_split, batch_size=batch_size, workers=workers, device=device,
                        progress=progress)
+    if grids:  # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
+        if not hasattr(model, 'blocks') or not hasattr(model.blocks, 'is_recurrent'):
+            raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
+        metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
     model.cpu()
     metrics['dataset'], metrics['dataset_name'] = resolve_dataset(dataset, classes, eval_dir)
     if repo_id:
@@ -489,6 +528,9 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument('--device', default='cpu', help='device to evaluate on (cpu, cuda, cuda:1, ...)')
     p.add_argument('--batch-size', type=int, default=250, help='evaluation batch size (default: 250)')
     p.add_argument('--workers', type=int, default=2, help='data loading processes (default: 2)')
+    p.add_argument('--grids', type=int, nargs='+', default=None, metavar='N',
+                   help='also measure top-1 at these depths (Euler steps / iterations) for the card, e.g. '
+                        + ' '.join(map(str, DEFAULT_GRIDS)))
     return p
 
 
@@ -507,7 +549,7 @@ def export_main(argv=None) -> None:
         metrics = export(args.checkpoint, args.out_dir, use_ema=args.ema, eval_dir=args.eval_dir,
                          eval_split=args.eval_split, repo_id=args.repo_id, dataset=args.dataset,
                          train_command=args.train_command, device=args.device, batch_size=args.batch_size,
-                         workers=args.workers, progress=True)
+                         workers=args.workers, progress=True, grids=args.grids)
     except CLI_ERRORS as e:
         p.error(_message(e))
     print(json.dumps({k: v for k, v in metrics.items() if k != 'classes'}))

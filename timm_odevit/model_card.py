@@ -177,17 +177,32 @@ def _description(model: torch.nn.Module, display: str) -> str:
             'model once `import timm_odevit` has registered it.')
 
 
-def _retune(model: torch.nn.Module) -> str:
+def _retune(model: torch.nn.Module, measured: bool = False) -> str:
+    where = 'see "Accuracy at other depths"' if measured else 'measure first (timm_odevit.anytime.accuracy_at_budgets)'
     kind = family(model)
     if kind == 'ode':
         steps = model.solver.steps
         change = f'steps={2 * steps}' if steps else "method='euler', steps=12"
-        return (f'\nmodel.set_solver({change})  # another grid: accuracy changes with it; measure first '
-                '(timm_odevit.anytime.accuracy_at_budgets)')
+        return f'\nmodel.set_solver({change})  # another grid: accuracy changes with it; {where}'
     if kind == 'recurrent':
-        return (f'\nmodel.set_iterations({2 * model.iterations})  # beyond the training horizon: accuracy changes; '
-                'measure first (timm_odevit.anytime.accuracy_at_budgets)')
+        return f'\nmodel.set_iterations({2 * model.iterations})  # beyond the training horizon: accuracy changes; {where}'
     return ''
+
+
+def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any]) -> str:
+    """The card's "Accuracy at other depths" table from ``metrics['grids']`` (hub.evaluate_grids), if measured."""
+    rows = metrics.get('grids')
+    if not rows:
+        return ''
+    recurrent = family(model) == 'recurrent'
+    trained = model.iterations if recurrent else model.solver.steps
+    what = 'iterations' if recurrent else f'{model.solver.method} steps'
+    table = '\n'.join(f"| {r['depth']}{' (trained)' if r['depth'] == trained else ''} | {r['nfe']:g} | {r['top1']:.2f} |"
+                      for r in rows)
+    return (f"\n## Accuracy at other depths\n\nTop-1 (%) of these weights on the same {metrics.get('images')} "
+            f"{metrics.get('split', 'test')} images at other depths ({what}; the weights were trained and are loaded "
+            f"at {trained}). Depth is a run-time setting, but accuracy depends on it:\n\n"
+            f'| {what} | field evaluations / image | top-1 |\n|---|---|---|\n{table}\n')
 
 
 CARD_BODY = '''
@@ -249,7 +264,7 @@ extractor = timm.create_model('{load}', pretrained=True, features_only=True, out
 print([f.shape for f in extractor(x)], extractor.feature_info.channels())
 {retune}
 ```
-{curve}{citation}'''
+{grids}{curve}{citation}'''
 
 
 def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, Any],
@@ -270,6 +285,7 @@ def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info:
              f"the run's validation split during training, epochs counted from 1 (the {metrics.get('split', 'test')} "
              f'split is evaluated once, at export).{log}\n' if learning_curve else '')
     papers = [p for p in str(model.pretrained_cfg.get('paper_ids', '')).split(',') if p.strip() in CITATIONS]
+    grids = _grid_section(model, metrics)
     citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
     discrete = family(model) == 'discrete'
     body = CARD_BODY.format(
@@ -279,6 +295,6 @@ def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info:
         recipe=', '.join(f'{k}={args[k]}' for k in RECIPE_KEYS if _shown(k, args)),
         load=f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH', width=size[2], height=size[1],
         final='the last block output' if discrete else 'the state at the final time',
-        points='blocks' if discrete else 'time points', retune=_retune(model), curve=curve,
+        points='blocks' if discrete else 'time points', retune=_retune(model, bool(grids)), curve=curve, grids=grids,
         citation=f'\n## Citation\n\n```bibtex\n{citation}\n```\n' if citation else '')
     return str(ModelCard(f'---\n{data.to_yaml()}\n---\n{body}'))
