@@ -46,6 +46,17 @@ def load_model(name: str) -> torch.nn.Module:
         return timm.create_model(f'local-dir:{folder}', pretrained=True)
 
 
+def weights_sha256(model: torch.nn.Module) -> str:
+    """sha256 of the safetensors file the model's weights came from (which release was measured)."""
+    import hashlib
+    cfg = model.pretrained_cfg
+    path = cfg.get('file') or (pathlib.Path(cfg['hf_hub_id'][len('local-dir:'):]) / 'model.safetensors'
+                               if str(cfg.get('hf_hub_id', '')).startswith('local-dir:') else None)
+    if not path or not pathlib.Path(path).is_file():
+        return 'unknown (weights not from a local file)'
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+
+
 def rules(args):
     out = [(f'Settled(patience={k})', Settled(patience=k)) for k in args.patience]
     out += [(f'Confident(threshold={p:g})', Confident(threshold=p)) for p in args.thresholds]
@@ -203,6 +214,7 @@ def main():
     result = {
         'benchmark': 'anytime_inference', 'model': args.model, 'trained_solver': trained.describe(),
         'method': 'recurrence' if recurrent else args.method, 'images': n, 'split': 'CIFAR-10 test',
+        'weights_sha256': weights_sha256(model),
         'per_class': args.per_class, 'batch': args.batch, 'device': str(device),
         'exit_grids': args.exit_grids, 'fixed_grids': fixed_rows, 'early_exit': exit_rows,
         'wall_time': 'summed over the batches; settings interleaved per batch (order rotated), one warm-up batch',

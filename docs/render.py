@@ -712,6 +712,20 @@ def table_anytime_inference(ctx: Context) -> str:
     return md_table(['setting', 'mean NFE/image', 'top-1 (%)', 'ms/image', 'best fixed grid within its NFE'], rows)
 
 
+def _anytime_inference_weights(ctx: Context) -> str:
+    """Which weights anytime_inference.json measured, against the release folder's record."""
+    d = ctx.json('anytime_inference')
+    tag = d['model'].split('/')[-1].removeprefix('local-dir:')
+    record = RELEASE / tag / 'record.json'
+    current = json.loads(record.read_text())['weights_sha256'] if record.is_file() else None
+    sha = d.get('weights_sha256')
+    if sha is None:
+        return f'weights not recorded by that run (it predates the sha256 field): possibly an earlier `{tag}`'
+    if sha == current:
+        return f'the current `{tag}` (sha256 {sha[:12]}…)'
+    return f'an earlier `{tag}` (sha256 {sha[:12]}…, the release is now {str(current)[:12]}…): re-run to measure it'
+
+
 def table_sgd_divergence(ctx: Context) -> str:
     rows = []
     for r in ctx.json('sgd_divergence')['runs']:
@@ -1006,6 +1020,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
        for name in ('reference_init', 'default', 'default+sqrtdepth', 'authors') for batch in (32, 128)
        for field in ('lambda', 'field', 'nan_at', 'limit', 'updates', 'ratio')},
     'full_epochs': _full_epochs,
+    'anytime_inference_weights': _anytime_inference_weights,
     'floor_45k_note': lambda c: _floor_note(c, '45k'),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
