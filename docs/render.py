@@ -982,7 +982,9 @@ def _sgd(model: str, variant: str, batch: int, field: str) -> Callable[[Context]
         sharp = run.get('sharpness_at_init') or {}
         return {'lambda': sharp.get('all'), 'field': sharp.get('depth (field / blocks)'), 'nan_at': run['diverged_at_update'],
                 'limit': run['sgd_stable_below'], 'updates': len(run['log']) - 1,
-                'ratio': sharp['all'] / run['sgd_stable_below'] if sharp.get('all') else math.nan}[field]
+                'ratio': sharp['all'] / run['sgd_stable_below'] if sharp.get('all') else math.nan,
+                'culprit': next(iter((run.get('blame') or {}).get('rms_t1_with_one_parameter_restored', {})), None),
+                }[field]
     return value
 
 
@@ -1018,7 +1020,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     **{f'sgd.{name}.{batch}.{field}': _sgd('reference' if name == 'authors' else 'odevit_tiny_cifar',
                                            {'authors': '-'}.get(name, name), batch, field)
        for name in ('reference_init', 'default', 'default+sqrtdepth', 'authors') for batch in (32, 128)
-       for field in ('lambda', 'field', 'nan_at', 'limit', 'updates', 'ratio')},
+       for field in ('lambda', 'field', 'nan_at', 'limit', 'updates', 'ratio', 'culprit')},
     'full_epochs': _full_epochs,
     'anytime_inference_weights': _anytime_inference_weights,
     'floor_45k_note': lambda c: _floor_note(c, '45k'),
@@ -1050,6 +1052,9 @@ VALUES: Dict[str, Callable[[Context], object]] = {
 }
 for _budget in BUDGETS:
     VALUES[f'floor.{_budget}'] = lambda c, b=_budget: floor(c, b)[0]
+for _claim, _paper, _cid, _sign in CLAIMS:
+    VALUES[f'claim.{_cid}'] = lambda c, cid=_cid, sign=_sign: claim_verdict(run_comparison(c, cid), sign)
+VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']))
 for _cid in COMPARISON:
     for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary'):
         VALUES[f'{_cid}.{_field}'] = _cmp_value(_cid, _field)
