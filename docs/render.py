@@ -1054,6 +1054,9 @@ for _budget in BUDGETS:
     VALUES[f'floor.{_budget}'] = lambda c, b=_budget: floor(c, b)[0]
 for _claim, _paper, _cid, _sign in CLAIMS:
     VALUES[f'claim.{_cid}'] = lambda c, cid=_cid, sign=_sign: claim_verdict(run_comparison(c, cid), sign)
+for _model in ('odevit_tiny_cifar', 'bvit_tiny_cifar'):
+    VALUES[f'anytime_budget.{_model}'] = lambda c, m=_model: (
+        ((optional_json(c, 'anytime_training') or {}).get('studies', {}).get(m) or {}).get('budget', 'not run yet'))
 VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']))
 for _cid in COMPARISON:
     for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary'):
