@@ -533,8 +533,19 @@ def releases(ctx: Context) -> List[dict]:
             top1=_front_matter_metric(card, 'Top-1 accuracy'), top5=_front_matter_metric(card, 'Top-5 accuracy'),
             params=_card_field(card, 'parameters'), depth=_card_field(card, 'depth'), epochs=_card_field(card, 'epochs'),
             checkpoint=_card_field(card, 'checkpoint'), wall=_card_field(card, 'training wall time'),
-            config=m.group(1) if m else '–', record=record, epochs_logged=epochs_logged))
+            config=m.group(1) if m else '–', record=record, epochs_logged=epochs_logged,
+            cycles=json.loads((folder / 'record.json').read_text()) if (folder / 'record.json').exists() else None))
     return out
+
+
+def _lineage(r: dict, key: str, last: str) -> str:
+    """A card's value for the last cycle, and the total over the release's cycles (record.json) when it has several."""
+    rec = r['cycles']
+    if not rec or len(rec['cycles']) < 2:
+        return last
+    if key == 'epochs':
+        return f"{last} (last cycle); {sum(c['epochs'] for c in rec['cycles'])} over {len(rec['cycles'])} cycles"
+    return f"{last} (last cycle); {rec['total_seconds'] / 3600:.1f} h over {len(rec['cycles'])} cycles"
 
 
 def table_releases(ctx: Context) -> str:
@@ -543,8 +554,9 @@ def table_releases(ctx: Context) -> str:
         record = ', '.join(r['record']) or 'none'
         if r['epochs_logged'] is not None:
             record += f' ({r["epochs_logged"]} epochs logged)'
-        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{r["top1"]:.2f} / {r["top5"]:.2f}', r['epochs'],
-                     r['checkpoint'], r['wall'], f'`{r["config"]}`', record])
+        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{r["top1"]:.2f} / {r["top5"]:.2f}',
+                     _lineage(r, 'epochs', r['epochs']), r['checkpoint'], _lineage(r, 'wall', r['wall']),
+                     f'`{r["config"]}`', record])
     return md_table(['tag', 'params', 'depth', 'test top-1 / top-5 (%)', 'epochs', 'checkpoint', 'training (2 CPU cores)',
                      'config', 'training record in the folder'], rows)
 
