@@ -18,6 +18,7 @@ bench/results/anytime_inference.json and anytime_inference.png.
 import argparse
 import pathlib
 import time
+from typing import Optional, Tuple
 
 import timm
 import torch
@@ -31,30 +32,28 @@ from _util import RESULTS, write_result
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def load_model(name: str) -> torch.nn.Module:
-    """The released weights: through timm's registered tag (packaged / HF cache, offline), else the
-    release folder (``local-dir:release/<name>``)."""
-    if name.startswith(('local-dir:', 'hf-hub:')):
-        return timm.create_model(name, pretrained=True)
+def load_model(name: str) -> Tuple[torch.nn.Module, Optional[pathlib.Path]]:
+    """The released weights and the file they came from: through timm's registered tag (packaged / HF cache,
+    offline), else the release folder (``local-dir:release/<name>``)."""
+    if name.startswith('local-dir:'):
+        return timm.create_model(name, pretrained=True), pathlib.Path(name[len('local-dir:'):]) / 'model.safetensors'
+    if name.startswith('hf-hub:'):
+        return timm.create_model(name, pretrained=True), None
     try:
-        return timm.create_model(name, pretrained=True)
+        model = timm.create_model(name, pretrained=True)
+        return model, pathlib.Path(model.pretrained_cfg['file']) if model.pretrained_cfg.get('file') else None
     except Exception as e:  # no packaged file and no network: the release folder of this checkout
         folder = REPO / 'release' / name
         if not folder.is_dir():
             raise
         print(f'timm.create_model({name!r}, pretrained=True) failed ({type(e).__name__}); loading local-dir:{folder}')
-        return timm.create_model(f'local-dir:{folder}', pretrained=True)
+        return timm.create_model(f'local-dir:{folder}', pretrained=True), folder / 'model.safetensors'
 
 
-def weights_sha256(model: torch.nn.Module) -> str:
-    """sha256 of the safetensors file the model's weights came from (which release was measured)."""
+def weights_sha256(path: Optional[pathlib.Path]) -> Optional[str]:
+    """sha256 of the safetensors file the weights came from (which release was measured); None when unknown."""
     import hashlib
-    cfg = model.pretrained_cfg
-    path = cfg.get('file') or (pathlib.Path(cfg['hf_hub_id'][len('local-dir:'):]) / 'model.safetensors'
-                               if str(cfg.get('hf_hub_id', '')).startswith('local-dir:') else None)
-    if not path or not pathlib.Path(path).is_file():
-        return 'unknown (weights not from a local file)'
-    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path is not None and path.is_file() else None
 
 
 def rules(args):
@@ -120,7 +119,8 @@ def main():
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
 
-    model = load_model(args.model).to(device).eval()
+    model, weights_file = load_model(args.model)
+    model = model.to(device).eval()
     cfg = model.pretrained_cfg
     if not (torch.allclose(torch.tensor(cfg['mean']), MEAN.flatten(), atol=1e-3)
             and torch.allclose(torch.tensor(cfg['std']), STD.flatten(), atol=1e-3)):
@@ -214,7 +214,7 @@ def main():
     result = {
         'benchmark': 'anytime_inference', 'model': args.model, 'trained_solver': trained.describe(),
         'method': 'recurrence' if recurrent else args.method, 'images': n, 'split': 'CIFAR-10 test',
-        'weights_sha256': weights_sha256(model),
+        'weights_sha256': weights_sha256(weights_file),
         'per_class': args.per_class, 'batch': args.batch, 'device': str(device),
         'exit_grids': args.exit_grids, 'fixed_grids': fixed_rows, 'early_exit': exit_rows,
         'wall_time': 'summed over the batches; settings interleaved per batch (order rotated), one warm-up batch',

@@ -732,7 +732,8 @@ def _anytime_inference_weights(ctx: Context) -> str:
     current = json.loads(record.read_text())['weights_sha256'] if record.is_file() else None
     sha = d.get('weights_sha256')
     if sha is None:
-        return f'weights not recorded by that run (it predates the sha256 field): possibly an earlier `{tag}`'
+        return (f'not recorded (the run predates the sha256 field or read the Hub): possibly an earlier `{tag}`; '
+                're-run to measure the current one')
     if sha == current:
         return f'the current `{tag}` (sha256 {sha[:12]}…)'
     return f'an earlier `{tag}` (sha256 {sha[:12]}…, the release is now {str(current)[:12]}…): re-run to measure it'

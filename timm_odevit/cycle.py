@@ -217,7 +217,8 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
 Cycle 0 trained from scratch; every later cycle started from the weights released before it (a warm restart:
 fresh optimizer, short warm-up, cosine to zero) and replaced them only when its best held-out validation top-1 (best
 epoch of the cycle) beat theirs by more than one binomial standard error of that measurement (a criterion for
-measurement noise on the held-out images, not the seed-to-seed spread of a recipe). The details above describe the last cycle. [{RECORD}]({RECORD}) holds this table,
+measurement noise on the held-out images, not the seed-to-seed spread of a recipe). The details above describe the
+last cycle. [{RECORD}]({RECORD}) holds this table,
 [{SUMMARY}]({SUMMARY}) every epoch of every cycle (column `cycle`; epochs restart at 0 in each cycle) and the
 learning curve spans the cycles.{note} Total training time: {_hours(record['total_seconds'])}{'' if timed else ' (some cycles untimed)'}.
 

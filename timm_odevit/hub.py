@@ -346,11 +346,11 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     classes, _ = image_folder(eval_dir, eval_split)
     check_classes(model, classes, str(pathlib.Path(eval_dir) / eval_split))
     _check_training_classes(info['train_args'], classes, str(pathlib.Path(eval_dir) / eval_split))
+    if grids and not hasattr(getattr(model, 'blocks', None), 'is_recurrent'):
+        raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
     metrics = evaluate(model, eval_dir, eval_split, batch_size=batch_size, workers=workers, device=device,
                        progress=progress)
     if grids:  # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
-        if not hasattr(model, 'blocks') or not hasattr(model.blocks, 'is_recurrent'):
-            raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
         metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
     model.cpu()
     metrics['dataset'], metrics['dataset_name'] = resolve_dataset(dataset, classes, eval_dir)
