@@ -312,3 +312,7 @@ def test_export_measures_and_cards_the_other_depths(tmp_path, eval_dir):
     for bad in ([0], [], 'x', [2.5], [True]):
         with pytest.raises(ValueError, match='grids must be positive integers'):
             hub.export(str(tmp_path / 'c.pth.tar'), str(tmp_path / 'bad'), eval_dir=str(eval_dir), grids=bad)
+    discrete = timm.create_model('vit_odevit_tiny_cifar_params_matched')
+    torch.save({'arch': 'vit_odevit_tiny_cifar_params_matched', 'state_dict': discrete.state_dict()}, tmp_path / 'v.pth.tar')
+    with pytest.raises(ValueError, match='not a continuous-depth model'):
+        hub.export(str(tmp_path / 'v.pth.tar'), str(tmp_path / 'v'), eval_dir=str(eval_dir), grids=[2])
