@@ -415,6 +415,13 @@ COMPARISONS = [
     ('anytime_random_at_24', 'ODE-ViT, random step count per update vs fixed S, evaluated at 24 steps', '3k-head',
      lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'random', 24), lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'fixed', 24),
      'python bench/anytime_training.py --arms fixed random --seeds 0 1 2'),
+    ('anytime_incremental_at_3', 'ODE-ViT, coarse to fine vs fixed S, evaluated at 3 steps', '3k-head',
+     lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'incremental', 3), lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'fixed', 3),
+     'python bench/anytime_training.py --arms fixed incremental --seeds 0 1 2'),
+    ('anytime_incremental_at_24', 'ODE-ViT, coarse to fine vs fixed S, evaluated at 24 steps', '3k-head',
+     lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'incremental', 24),
+     lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'fixed', 24),
+     'python bench/anytime_training.py --arms fixed incremental --seeds 0 1 2'),
 ]
 COMPARISON = {c[0]: c for c in COMPARISONS}
 
