@@ -213,6 +213,13 @@ def _eval_loader(data_config: Dict[str, Any], samples: List[Tuple[str, int]], ba
 DEFAULT_GRIDS = (2, 3, 4, 6, 8, 12, 16, 24)  # Euler steps of an ODE model / iterations of a recurrent one
 
 
+def _check_grids(grids) -> None:
+    """ValueError unless ``grids`` is a non-empty sequence of positive integer depths."""
+    if isinstance(grids, (str, bytes)) or not grids or any(isinstance(g, bool) or not isinstance(g, int) or g < 1
+                                                           for g in grids):
+        raise ValueError(f'grids must be positive integers (Euler steps / iterations), got {grids!r}')
+
+
 def evaluate_grids(model: torch.nn.Module, data_dir: str, split: str = 'test', grids: Sequence[int] = DEFAULT_GRIDS,
                    batch_size: int = 250, workers: int = 2, device: str = 'cpu') -> List[Dict[str, Any]]:
     """Top-1 (%) of a continuous-depth model at each depth of ``grids`` (steps of its solver's method, iterations of a
@@ -220,9 +227,7 @@ def evaluate_grids(model: torch.nn.Module, data_dir: str, split: str = 'test', g
     preprocessing. Returns ``[{'grid', 'depth', 'nfe', 'top1'}, ...]``; the model's own grid is restored."""
     from timm.data import resolve_data_config
     from .anytime import accuracy_at_budgets
-    if isinstance(grids, (str, bytes)) or not grids or any(isinstance(g, bool) or not isinstance(g, int) or g < 1
-                                                           for g in grids):
-        raise ValueError(f'grids must be positive integers (Euler steps / iterations), got {grids!r}')
+    _check_grids(grids)
     classes, samples = image_folder(data_dir, split)
     check_classes(model, classes, str(pathlib.Path(data_dir) / split))
     model.eval().to(torch.device(device))
@@ -335,9 +340,8 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     from timm.models import save_for_hf
     if not eval_dir:
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
-    if grids is not None and (isinstance(grids, (str, bytes)) or not grids or any(
-            isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in grids)):
-        raise ValueError(f'grids must be positive integers (Euler steps / iterations), got {grids!r}')
+    if grids is not None:
+        _check_grids(grids)
     out = pathlib.Path(out_dir)
     _check_out_dir(out)
     if repo_id:
