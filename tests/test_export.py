@@ -68,6 +68,18 @@ def test_weights_are_those_the_run_selected_on(tmp_path, eval_dir):
         (tmp_path / 'raw' / 'README.md').read_text()
 
 
+def test_anytime_training_depths_stay_with_the_run_not_the_exported_weights(tmp_path, eval_dir):
+    ckpt = _checkpoint(tmp_path / 'run' / 'last.pth.tar')
+    saved = torch.load(ckpt, weights_only=False)
+    saved['args'].model_kwargs = {'steps': 2, 'train_depth': [1, 3]}
+    torch.save(saved, ckpt)
+    hub.export(str(ckpt), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+    config = json.loads((tmp_path / 'out' / 'config.json').read_text())
+    assert config['model_args']['steps'] == 2 and 'train_depth' not in config['model_args']
+    exported = timm.create_model(f'local-dir:{tmp_path / "out"}', pretrained=True)
+    assert exported.train_depth is None and len(exported.blocks) == 2
+
+
 def test_card_states_the_evaluated_split_dataset_images_and_1_based_epoch(tmp_path, eval_dir):
     ckpt = _checkpoint(tmp_path / 'run' / 'last.pth.tar', epoch=0)
     metrics = hub.export(str(ckpt), str(tmp_path / 'out'), eval_dir=str(eval_dir), eval_split='train')

@@ -119,10 +119,12 @@ def test_choose_rejects_bad_input():
         speed.flags('fp16')
 
 
-def test_command_line_prints_the_flags_and_writes_the_record(tmp_path, capsys):
-    """A tiny real measurement (odevit_tiny_cifar, 1 Euler step, batches of 2 noise images, fp32 vs channels_last)."""
+@pytest.mark.parametrize('model_kwargs', ['{steps: 1}', '{steps: 2, train_depth: [1, 4]}'])
+def test_command_line_prints_the_flags_and_writes_the_record(tmp_path, capsys, model_kwargs):
+    """A tiny real measurement (odevit_tiny_cifar, batches of 2 noise images, fp32 vs channels_last); with
+    anytime training every setting draws the same depths at the same update, so the losses still compare."""
     config = tmp_path / 'c.yaml'
-    config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\nnum_classes: 10\nlr: 1.0e-4\n')
+    config.write_text(f'model: odevit_tiny_cifar\nmodel_kwargs: {model_kwargs}\nnum_classes: 10\nlr: 1.0e-4\n')
     speed.main(['--config', str(config), '--batch-size', '2', '--updates', '2', '--settings', 'fp32',
                 'channels_last', '--out', str(tmp_path / 'speed.json')])
     out, err = capsys.readouterr()

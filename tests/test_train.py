@@ -163,8 +163,9 @@ def _train(args, out):
 
 
 @needs_train_py
-def test_e2e_odevit(small_imagefolder, tmp_path):
-    _train(['--model', 'odevit_tiny_cifar', '--model-kwargs', 'steps=2', '--data-dir', str(small_imagefolder),
+@pytest.mark.parametrize('model_kwargs', [['steps=2'], ['steps=2', 'train_depth=(1,3)']], ids=['fixed', 'anytime'])
+def test_e2e_odevit(small_imagefolder, tmp_path, model_kwargs):
+    _train(['--model', 'odevit_tiny_cifar', '--model-kwargs', *model_kwargs, '--data-dir', str(small_imagefolder),
             '--train-split', 'train', '--val-split', 'test'], tmp_path)
 
 

@@ -347,6 +347,8 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     if repo_id:
         check_repo_id(repo_id)
     model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
+    if getattr(model, 'train_depth', None):  # a training recipe (the card's command keeps it), not part of the weights
+        model.set_train_depth(None)
     classes, _ = image_folder(eval_dir, eval_split)
     check_classes(model, classes, str(pathlib.Path(eval_dir) / eval_split))
     _check_training_classes(info['train_args'], classes, str(pathlib.Path(eval_dir) / eval_split))

@@ -159,8 +159,11 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
         if channels_last:
             model.to(memory_format=torch.channels_last)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+        updates = iter(range(1 << 30))
 
         def step(batch) -> float:
+            # the same random draws for every setting at the same update (dropout masks, train_depth's depths)
+            torch.manual_seed(seed + 1 + next(updates))
             x, y = (t.to(device) for t in batch)
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)

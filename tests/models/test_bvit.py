@@ -57,6 +57,33 @@ def test_matched_block_evaluations(solver, steps, evals):
     assert model.nfe == evals and model.solver.t_end == 12
 
 
+@pytest.mark.parametrize('kwargs,evals_per_unit', [({}, 1), ({'regime': 'ode'}, 1),
+                                                   ({'regime': 'ode', 'solver': 'rk4'}, 4)])
+def test_train_depth_draws_the_horizon_at_the_same_step_length(kwargs, evals_per_unit):
+    """bViT's dial is the horizon T (iterations): a drawn T keeps the step length h = 1."""
+    model = timm.create_model('bvit_tiny_cifar', train_depth=(4, 8), **kwargs)
+    x = torch.randn(1, 3, 32, 32)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        seen = set()
+        for _ in range(30):
+            model.train()(x)
+            seen.add(model.nfe)
+        model.eval()(x)
+    assert seen == {t * evals_per_unit for t in range(4, 9)} and model.nfe == 12 * evals_per_unit
+    assert model.iterations == 12
+
+
+def test_train_depth_on_a_grid_whose_step_does_not_divide_every_horizon_is_refused():
+    with pytest.raises(ValueError, match='t_end=5 is not a whole number of steps of the current h=2'):
+        timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk4', steps=6, train_depth=(4, 8))
+
+
+def test_train_depth_and_deep_supervision_are_one_or_the_other():
+    with pytest.raises(ValueError, match='use one of the two'):
+        timm.create_model('bvit_tiny_cifar', iterations=4, stages=(2, 4), train_depth=(2, 6))
+
+
 @pytest.mark.parametrize('kwargs', [{}, {'regime': 'ode'}, {'regime': 'ode', 'solver': 'rk4', 'steps': 3}])
 def test_runs_beyond_the_training_horizon(kwargs):
     model = timm.create_model('bvit_tiny_cifar', **kwargs).eval()

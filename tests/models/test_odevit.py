@@ -139,6 +139,40 @@ def test_solver_kwargs_and_set_solver():
         model.set_solver(method='leapfrog')
 
 
+def test_train_depth_draws_steps_in_training_and_is_recorded_for_export(tmp_path):
+    from timm.models import save_for_hf
+    model = timm.create_model('odevit_tiny_cifar', steps=6, train_depth=(3, 9))
+    x = torch.randn(1, 3, 32, 32)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        drawn = {model.train()(x) is not None and model.nfe for _ in range(25)}
+        model.eval()(x)
+    assert drawn == set(range(3, 10)) and model.nfe == 6
+    assert model.train_depth == (3, 9) and list(model._model_args['train_depth']) == [3, 9]
+    save_for_hf(model, tmp_path, safe_serialization=True)
+    again = timm.create_model('local-dir:' + str(tmp_path), pretrained=True)
+    assert again.train_depth == (3, 9) and len(again.blocks) == 6
+    model.set_train_depth(None)
+    assert 'train_depth' not in model._model_args and model.train_depth is None
+
+
+def test_train_depth_refuses_reading_the_grid_in_training_mode():
+    """A training forward integrates a drawn grid: a torch.fx graph, forward_intermediates or a trajectory of the
+    configured grid in training mode would silently train a fixed grid, so they raise; in eval mode they work."""
+    from timm.models import create_feature_extractor
+    model = timm.create_model('odevit_tiny_cifar', steps=2, train_depth=(1, 3))
+    x = torch.randn(1, 3, 32, 32)
+    graph = create_feature_extractor(model, ['blocks.1'])
+    with pytest.raises(ValueError, match='train_depth draws the depth'):
+        graph.train()(x)
+    with pytest.raises(ValueError, match='train_depth draws the depth'):
+        model.train().forward_intermediates(x)
+    with pytest.raises(ValueError, match='a trajectory reads the time points'):
+        model.blocks.trajectory(model.patch_embed(x), [0, 1])
+    assert graph.eval()(x)['blocks.1'].shape == (1, 75, 256)
+    assert len(model.eval().forward_intermediates(x)[1]) == 2
+
+
 def test_more_steps_converge_to_the_same_function(tiny):
     model = copy.deepcopy(tiny).double()
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)

@@ -22,6 +22,10 @@ def _build(case):
     torch.manual_seed(0)  # identical initial weights on every rank
     if case == 'odevit':
         return ClassificationTask(timm.create_model('odevit_tiny_cifar', steps=2))
+    if case == 'odevit_train_depth':  # anytime training: each rank draws its own depths (seeded per rank)
+        task = ClassificationTask(timm.create_model('odevit_tiny_cifar', steps=2, train_depth=(1, 4)))
+        torch.manual_seed(100 + dist.get_rank())
+        return task
     if case == 'bvit_ode_rk4':
         return ClassificationTask(timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk4', steps=1,
                                                     iterations=4))
@@ -67,7 +71,8 @@ def _worker(rank, world, case, port):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize('case', ['odevit', 'bvit_ode_rk4', 'bvit_deep_supervision', 'trajectory'])
+@pytest.mark.parametrize('case', ['odevit', 'odevit_train_depth', 'bvit_ode_rk4', 'bvit_deep_supervision',
+                                  'trajectory'])
 def test_ddp_two_cpu_processes(case):
     mp.spawn(_worker, args=(2, case, _free_port()), nprocs=2, join=True)
 

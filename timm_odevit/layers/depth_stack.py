@@ -29,6 +29,13 @@ def active_stochastic_modules(module: nn.Module) -> List[str]:
     return [name or type(module).__name__ for name, m in module.named_modules() if active(m)]
 
 
+TRAIN_DIALS = ('steps', 'horizon')
+
+
+def _is_count(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int)
+
+
 def _check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
     if attn_mask is not None or is_causal:
         raise ValueError('attention masks / causal attention are not supported by a continuous-depth stack: its '
@@ -128,6 +135,8 @@ class DepthInterval(nn.Module):
                 f'interval {self.index} belongs to a grid that has since changed (set_solver, set_iterations, '
                 'truncation or pruning): it was kept from before, e.g. by a torch.fx graph (rebuild the features_only '
                 '/ create_feature_extractor model) or a saved reference (take model.blocks[i] again)')
+        stack._refuse_drawn(f'interval {self.index} (a hook on it, forward_intermediates or a torch.fx graph) steps '
+                            'through', self.training)
         return stack._run_interval(x, self.index)
 
     def extra_repr(self) -> str:
@@ -173,6 +182,9 @@ class ContinuousDepthStack(nn.Module):
     (its backward pass re-samples the masks, so the gradient is not the gradient of the forward) and
     with adaptive methods (the error estimate measures the noise, so step control is meaningless).
     """
+
+    train_depth: Optional[Tuple[int, int]] = None  # class default: slices stack[:n] train on their own grid
+    train_dial: str = 'steps'
 
     def __init__(self, field: nn.Module, solver: Optional[Union[SolverConfig, Recurrence]] = None):
         super().__init__()
@@ -247,6 +259,38 @@ class ContinuousDepthStack(nn.Module):
         self.solver = self.solver.replace(**(
             {'iterations': iterations} if self.is_recurrent else {'t_end': float(iterations)}))
 
+    def set_train_depth(self, depth_range: Optional[Sequence[int]], dial: Optional[str] = None) -> None:
+        """Anytime training: every forward in training mode integrates a depth drawn uniformly from
+        ``depth_range`` = (lo, hi), inclusive, with torch's global RNG (seeded per process by train.py; DDP
+        ranks draw independently); eval mode, hooks and slices use the configured grid. ``dial`` is what
+        the depth counts: 'steps' (grid steps over the same horizon [0, t_end]: h = t_end / depth) or
+        'horizon' (time span [0, depth] at the same step length; iterations of a recurrence). None turns
+        it off. The draw is a Python int, so torch.compile recompiles per depth (up to hi - lo + 1 graphs)."""
+        dial = self.train_dial if dial is None else dial
+        if dial not in TRAIN_DIALS:
+            raise ValueError(f'Unknown train depth dial {dial!r}; choose one of {TRAIN_DIALS}')
+        if depth_range is not None:
+            if (isinstance(depth_range, (str, bytes)) or not isinstance(depth_range, (tuple, list))
+                    or len(depth_range) != 2 or not all(_is_count(v) for v in depth_range)
+                    or not 1 <= depth_range[0] <= depth_range[1]):
+                raise ValueError(f'train_depth must be two integers (lo, hi) with 1 <= lo <= hi, got {depth_range!r}')
+            depth_range = (int(depth_range[0]), int(depth_range[1]))
+            for depth in range(depth_range[0], depth_range[1] + 1):  # each must make a valid grid (max_steps, h)
+                self._depth_config(depth, dial)
+        self.train_depth, self.train_dial = depth_range, dial
+
+    def _depth_config(self, depth: int, dial: Optional[str] = None) -> Union[SolverConfig, Recurrence]:
+        """The solver at ``depth`` on the training dial (see :meth:`set_train_depth`)."""
+        cfg = self.solver
+        if cfg.is_adaptive:
+            raise ValueError(f'train_depth draws a number of grid steps; {cfg.describe()} chooses its own steps '
+                             '(use a fixed-grid method, e.g. euler or rk4, or train_depth=None)')
+        if self.is_recurrent:
+            return cfg.replace(iterations=depth)
+        if (dial or self.train_dial) == 'horizon':
+            return cfg.replace(t_end=float(depth))
+        return cfg.replace(steps=depth)
+
     def truncate(self, num_points: int) -> None:
         """Keep the first ``num_points`` grid points: horizon num_points·h, same step length."""
         self.solver = self.solver.truncated(num_points)
@@ -276,12 +320,12 @@ class ContinuousDepthStack(nn.Module):
 
     def model_args(self) -> dict:
         """The solver settings as model kwargs (None = drop the kwarg)."""
-        cfg = self.solver
+        cfg, drawn = self.solver, dict(train_depth=list(self.train_depth) if self.train_depth else None)
         if self.is_recurrent:
-            return dict(iterations=cfg.iterations, check_finite=cfg.check_finite)
+            return dict(iterations=cfg.iterations, check_finite=cfg.check_finite, **drawn)
         return dict(solver=cfg.method, steps=None if cfg.step_size else cfg.steps, step_size=cfg.step_size,
                     t_end=cfg.t_end, rtol=cfg.rtol, atol=cfg.atol, adjoint=cfg.adjoint,
-                    check_finite=cfg.check_finite, solver_options=dict(cfg.options) or None)
+                    check_finite=cfg.check_finite, solver_options=dict(cfg.options) or None, **drawn)
 
     def _sync_owner(self, record: bool) -> None:
         owner = self.__dict__.get('_owner')
@@ -357,10 +401,11 @@ class ContinuousDepthStack(nn.Module):
                 'drop rates to 0, or integrate with adjoint=False and a fixed-grid method '
                 '(e.g. set_solver(method="rk4", adjoint=False)); eval mode is fine.')
 
-    def _integrate(self, x: torch.Tensor, indices: Sequence[int], start: int = 0) -> Tuple[torch.Tensor, int]:
-        """States at grid indices ``indices`` (increasing, in start+1..L) from x = X(t_start):
-        ((len(indices), B, N, D), field evaluations made)."""
-        cfg = self.solver
+    def _integrate(self, x: torch.Tensor, indices: Sequence[int], start: int = 0,
+                   cfg: Optional[Union[SolverConfig, Recurrence]] = None) -> Tuple[torch.Tensor, int]:
+        """States at grid indices ``indices`` (increasing, in start+1..L) from x = X(t_start) on the grid of
+        ``cfg`` (default: the stack's solver): ((len(indices), B, N, D), field evaluations made)."""
+        cfg = self.solver if cfg is None else cfg
         self._check_integrable()
         if self.is_recurrent:
             try:
@@ -384,9 +429,22 @@ class ContinuousDepthStack(nn.Module):
         shape (len(indices), B, N, D). Integration stops at the largest index."""
         if not indices or indices[0] < 0:
             raise ValueError(f'indices must increase within 0..{len(self) - 1}, got {list(indices)}')
+        self._refuse_drawn('a trajectory reads the time points of', self.training)
         states, self._stats.nfe = self._integrate(x, [i + 1 for i in indices])
         self._stats.last_interval = None
         return states
+
+    def _draws(self) -> bool:
+        return self.training and self.train_depth is not None
+
+    def _refuse_drawn(self, what: str, training: bool) -> None:
+        """Training with ``train_depth`` integrates a drawn grid; the configured grid's intervals / time points
+        do not exist in that forward, so reading them in training mode is an error, not a silent fixed grid."""
+        if training and (self.__dict__.get('_parent') or self).train_depth is not None:
+            raise ValueError(
+                f'train_depth draws the depth of every training forward, but {what} the configured grid '
+                f'({self.solver.describe()}): in training mode, call the model (or the stack) itself; read intervals '
+                '(hooks, forward_intermediates, torch.fx graphs) in eval mode, or set train_depth=None')
 
     def _run_interval(self, x: torch.Tensor, i: int) -> torch.Tensor:
         states, evals = self._integrate(x, [i + 1], start=i)
@@ -406,12 +464,18 @@ class ContinuousDepthStack(nn.Module):
             for interval in self:
                 x = interval(x)
             return x
-        states, self._stats.nfe = self._integrate(x, [len(self)])
+        if self._draws():
+            lo, hi = self.train_depth
+            cfg = self._depth_config(int(torch.randint(lo, hi + 1, ())))
+            states, self._stats.nfe = self._integrate(x, [cfg.steps], cfg=cfg)
+        else:
+            states, self._stats.nfe = self._integrate(x, [len(self)])
         self._stats.last_interval = None
         return states[-1]
 
     def extra_repr(self) -> str:
-        return self.solver.describe()
+        drawn = f', train_depth={self.train_depth[0]}..{self.train_depth[1]} {self.train_dial}' if self.train_depth else ''
+        return self.solver.describe() + drawn
 
 
 def depth_stack(model: nn.Module) -> ContinuousDepthStack:

@@ -6,7 +6,7 @@ import numbers
 import pathlib
 import re
 import traceback
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -358,8 +358,10 @@ class ContinuousDepthViT(VisionTransformer):
         self.pos_embed = nn.Parameter(torch.zeros(
             1, int(class_token) + self.patch_embed.num_patches, embed_dim, device=device, dtype=dtype))
 
-    def _set_depth(self, field: nn.Module, solver) -> None:
+    def _set_depth(self, field: nn.Module, solver, train_depth: Optional[Sequence[int]] = None,
+                   train_dial: str = 'steps') -> None:
         self.blocks = ContinuousDepthStack(field, solver)
+        self.blocks.set_train_depth(train_depth, train_dial)
         self.blocks.attach(self)
 
     # ---- depth --------------------------------------------------------------------------------
@@ -380,6 +382,18 @@ class ContinuousDepthViT(VisionTransformer):
             raise ValueError(f"set_solver applies to ODE models (regime='ode'); this {type(self).__name__} is "
                              'recurrent (use set_iterations)')
         return self.blocks.set_solver(**changes)
+
+    @property
+    def train_depth(self) -> Optional[Tuple[int, int]]:
+        """(lo, hi): the range each training forward draws its depth from (None: the configured grid)."""
+        return self.blocks.train_depth
+
+    def set_train_depth(self, depth_range: Optional[Sequence[int]]) -> None:
+        """Anytime training (:meth:`ContinuousDepthStack.set_train_depth`); recorded in the model args."""
+        self.blocks.set_train_depth(depth_range)
+        args = dict(getattr(self, '_model_args', {}))
+        args.pop('train_depth', None)
+        self._model_args = dict(args, train_depth=list(self.train_depth)) if self.train_depth else args
 
     @property
     def num_time_points(self) -> int:

@@ -81,6 +81,7 @@ class BViT(ContinuousDepthViT):
             adjoint: bool = False,
             check_finite: bool = True,
             solver_options: Optional[Dict[str, Any]] = None,
+            train_depth: Optional[Sequence[int]] = None,
             stages: Optional[Sequence[int]] = None,
             stage_heads: str = 'shared',
             stage_weights: Optional[Sequence[float]] = None,
@@ -106,6 +107,8 @@ class BViT(ContinuousDepthViT):
             field: ODE field, 'state_subtracted' (ż = B(z) − z) or 'naive' (ż = B(z)).
             solver, steps, step_size, rtol, atol, adjoint, solver_options: ODE solver (steps default T, h = T/steps).
             check_finite: raise FloatingPointError on a NaN/Inf final state.
+            train_depth: anytime training, (lo, hi): each training forward runs a horizon (iterations) drawn
+                uniformly from lo..hi at the same step length (eval uses ``iterations``); not with ``stages``.
             stages: 1-based time points with a classification loss (default: the last only).
             stage_heads: 'shared' (one head for all stages) or 'separate' (one per stage).
             stage_weights: loss weight per stage (normalised to sum 1; default uniform).
@@ -136,8 +139,11 @@ class BViT(ContinuousDepthViT):
         self._set_depth(BlockField(block, field), recurrence if regime == 'recurrent' else SolverConfig.from_model_args(
             solver, solver_options, steps=iterations if steps is None and step_size is None else steps,
             step_size=step_size, t_end=float(iterations), rtol=rtol, atol=atol, adjoint=adjoint,
-            check_finite=check_finite))
+            check_finite=check_finite), train_depth, 'horizon')
 
+        if train_depth is not None and stages is not None and len(stages) > 1:
+            raise ValueError('train_depth draws each training forward\'s horizon, deep supervision (stages) '
+                             'supervises fixed time points: use one of the two')
         self.stages = _check_stages(stages if stages is not None else (self.num_time_points,), self.num_time_points)
         weights = [1.] * len(self.stages) if stage_weights is None else [float(w) for w in stage_weights]
         if (len(weights) != len(self.stages) or not all(math.isfinite(w) and w >= 0 for w in weights)

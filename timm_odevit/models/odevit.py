@@ -14,7 +14,7 @@ from the reference code (SPEC.md): every linear/conv is spectrally initialised (
 attention in-projection; conv bias 0), solver settings are changeable after training, and a
 blow-up raises an error instead of NaN logits. bench/odevit_parity.py trains both side by side.
 """
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -73,6 +73,7 @@ class ODEViT(ContinuousDepthViT):
             adjoint: bool = False,
             check_finite: bool = True,
             solver_options: Optional[Dict[str, Any]] = None,
+            train_depth: Optional[Sequence[int]] = None,
             drop_rate: float = 0.,
             pos_drop_rate: float = 0.,
             patch_drop_rate: float = 0.,
@@ -107,6 +108,8 @@ class ODEViT(ContinuousDepthViT):
             dynamic_img_size: accept any input size divisible by the patch (pos-embed resampled).
             solver, steps, step_size, t_end, rtol, atol, adjoint, check_finite, solver_options: the
                 :class:`SolverConfig` (method = ``solver``, options = ``solver_options``).
+            train_depth: anytime training, (lo, hi): each training forward integrates [0, t_end] in a number of
+                steps drawn uniformly from lo..hi (eval uses ``steps``); None trains on the configured grid.
             drop_rate, pos_drop_rate, patch_drop_rate, attn_drop_rate, proj_drop_rate, drop_path_rate:
                 dropouts (head, tokens, patches, attention, projections, drop-path on the field's branches).
         """
@@ -127,7 +130,7 @@ class ODEViT(ContinuousDepthViT):
             time_conditioned=time_conditioned, **dd)
         self._set_depth(field, SolverConfig.from_model_args(
             solver, solver_options, steps=steps, step_size=step_size, t_end=t_end, rtol=rtol, atol=atol,
-            adjoint=adjoint, check_finite=check_finite))
+            adjoint=adjoint, check_finite=check_finite), train_depth, 'steps')
         self.init_weights()
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
