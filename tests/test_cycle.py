@@ -328,3 +328,50 @@ def test_card_section_states_each_cycles_note():
     assert '- Cycle 0: 5 epochs, then --resume for 2 more on a 7-epoch cosine tail' in section
     assert 'Cycle 1:' not in section  # no note, no line
     assert 'Notes:' not in cycle.card_section({'total_seconds': 60.0, 'cycles': [dict(base, cycle=0, test_top1_before=None)]})
+
+
+# ---- the anytime criterion (--select-grids) -----------------------------------------------------------------
+def _measured(before, after, images=5000):
+    return lambda *a, **k: {'images': images, 'split': 'data/val', 'before': before, 'after': after}
+
+
+@pytest.mark.parametrize('rows, after, improved', [
+    (((0, 39.8), (1, 40.0)), {'1': 44.0, '2': 46.0}, True),    # mean +4.0 > SE; own grid 0.0 >= -SE
+    (((0, 38.5), (1, 39.0)), {'1': 44.0, '2': 46.0}, False),   # own grid -1.0: beyond its noise (0.69)
+    (((0, 39.8), (1, 45.0)), {'1': 40.3, '2': 41.0}, False),   # own grid +5 but the mean only +0.65 (SE 0.69 at 40.0)
+    (((0, 39.8), (1, 45.0)), {'1': 40.5, '2': 41.2}, True),    # mean +0.85
+])
+def test_anytime_criterion_needs_the_mean_over_depths_and_no_loss_at_the_own_grid(release, tmp_path, monkeypatch,
+                                                                                  rows, after, improved):
+    monkeypatch.setattr(cycle, 'held_out_at_depths', _measured({'1': 38.0, '2': 42.0}, after))
+    run = _write_run(tmp_path / 'run', _model(1).state_dict(), _model(2).state_dict(), rows=rows)
+    out = cycle.release_cycle(run, release, COMMAND, dry_run=True, select_grids=[1, 2])
+    c = out['criterion']
+    assert out['improved'] is improved and c['mean_before'] == 40.0
+    assert c['required_mean_gain'] == pytest.approx(cycle.noise_floor(40.0, 5000), abs=1e-4)
+    assert c['own_grid_allowed_loss'] == out['required_gain']
+
+
+def test_an_anytime_release_records_the_criterion_in_record_and_card(release, tmp_path, data, monkeypatch):
+    monkeypatch.setattr(cycle, 'held_out_at_depths', _measured({'1': 38.0, '2': 42.0}, {'1': 44.0, '2': 46.0}))
+    run = _write_run(tmp_path / 'run', _model(1).state_dict(), _model(2).state_dict(), rows=((0, 40.0),))
+    out = cycle.release_cycle(run, release, COMMAND, eval_dir=str(data), select_grids=[1, 2])
+    assert out['released']
+    c1 = json.loads((release / cycle.RECORD).read_text())['cycles'][1]
+    assert c1['criterion']['val_top1_at_depth'] == {'1': 44.0, '2': 46.0} and c1['criterion']['mean_gain'] == 5.0
+    card = (release / 'README.md').read_text()
+    assert 'Cycle 1: released on the anytime criterion: mean held-out top-1 over depths 1, 2 40.00 → 45.00' in card
+
+
+def test_anytime_measurement_is_both_models_on_the_runs_validation_split(release, tmp_path, data):
+    ema = _model(2)
+    run = _write_run(tmp_path / 'run', _model(1).state_dict(), ema.state_dict(), data_dir=str(data), val_split='val')
+    measured = cycle.held_out_at_depths(release, cycle.best_epoch(cycle.read_run(run)), cycle.read_run(run), [1, 3])
+    released = timm.create_model(f'local-dir:{release}', pretrained=True)
+    for key, model in (('before', released), ('after', ema)):
+        expected = {str(r['depth']): round(r['top1'], 4) for r in hub.evaluate_grids(model, str(data), 'val', [1, 3])}
+        assert measured[key] == expected, key
+    assert measured['images'] == 20
+    gone = _write_run(tmp_path / 'run2', _model(1).state_dict(), data_dir=str(tmp_path / 'gone'), val_split='val')
+    with pytest.raises(ValueError, match='is not a folder here'):
+        cycle.release_cycle(gone, release, COMMAND, dry_run=True, select_grids=[1, 2])

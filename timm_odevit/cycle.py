@@ -13,6 +13,12 @@ test split measured once, for the card), replace the release folder's files and 
 and extend the release's multi-cycle record: ``record.json`` (every cycle's command, speed setting, wall time,
 held-out and test top-1), ``summary.csv`` with a ``cycle`` column, ``learning_curve.png`` across cycles and a
 "Training cycles" section in the card.
+
+``--select-grids N ...`` (an anytime cycle, e.g. one trained with ``train_depth``): the release's and the cycle's
+weights are both measured on the run's held-out split at each of these depths; the cycle is released when their mean
+top-1 over the depths beats the release's by more than one standard error of that mean's level, and at the model's own
+grid it is no worse than the release's by more than the noise above (a checkpoint for every budget, not one bought
+with the budget it serves).
 """
 import argparse
 import csv
@@ -22,6 +28,7 @@ import math
 import pathlib
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
@@ -194,6 +201,15 @@ def _hours(seconds) -> str:
     return '?' if seconds is None else f'{seconds / 3600:.1f} h'
 
 
+def anytime_note(criterion: Dict[str, Any]) -> str:
+    """The card's words for a cycle released on the anytime criterion."""
+    depths = ', '.join(criterion['val_top1_at_depth'])
+    return (f"released on the anytime criterion: mean held-out top-1 over depths {depths} "
+            f"{criterion['mean_before']:.2f} → {criterion['mean']:.2f} (needed > +{criterion['required_mean_gain']:.2f}); "
+            f"at its own grid {criterion['own_grid_gain']:+.2f} (allowed ≥ −{criterion['own_grid_allowed_loss']:.2f}); "
+            f"{criterion['images']:,} held-out images.")
+
+
 def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
     """The card's "Training cycles" section (markdown) from the record."""
     lines = []
@@ -211,6 +227,8 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
             if missing else '')
     timed = all(c.get('seconds') is not None for c in record['cycles'])
     notes = ''.join(f"\n- Cycle {c['cycle']}: {c['note']}" for c in record['cycles'] if c.get('note'))
+    notes += ''.join(f"\n- Cycle {c['cycle']}: {anytime_note(c['criterion'])}" for c in record['cycles']
+                     if c.get('criterion', {}).get('name') == 'anytime')
     return f'''
 ## Training cycles
 
@@ -298,14 +316,35 @@ def init_record(release_dir, val_top1: Optional[float] = None, val_images: Optio
 
 
 # ---- release ------------------------------------------------------------------------------------
+def held_out_at_depths(release_dir, best: Dict[str, Any], run: Dict[str, Any], grids: Sequence[int]) -> Dict[str, Any]:
+    """Held-out top-1 (%) at each depth of ``grids`` of the release's weights and of the cycle's best epoch, on the
+    run's own validation split (its args.yaml ``data_dir`` / ``val_split``): {'before', 'after': {depth: top1},
+    'images'}."""
+    import timm
+    from .hub import _check_grids, evaluate_grids, image_folder, model_from_checkpoint
+    _check_grids(grids)
+    data_dir, split = run['args'].get('data_dir'), run['args'].get('val_split') or 'validation'
+    if not data_dir or not (pathlib.Path(data_dir) / split).is_dir():
+        raise ValueError(f"select_grids measures the run's held-out split, but {data_dir!r}/{split} (args.yaml "
+                         "data_dir / val_split) is not a folder here: run the decision where the cycle's data is")
+    release = timm.create_model(f'local-dir:{pathlib.Path(release_dir).resolve()}', pretrained=True)
+    candidate, _ = model_from_checkpoint(best['checkpoint'], use_ema=best['weights'] == 'ema')
+    out = {'images': len(image_folder(data_dir, split)[1]), 'split': f'{data_dir}/{split}'}
+    for key, model in (('before', release), ('after', candidate)):
+        out[key] = {str(r['depth']): round(r['top1'], 4) for r in evaluate_grids(model, data_dir, split, list(grids))}
+    return out
+
+
 def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = None, eval_split: str = 'test',
                   speed: Optional[str] = None, speed_record: Optional[Dict] = None,
                   min_gain: Optional[float] = None, dry_run: bool = False, repo_id: Optional[str] = None,
-                  package_weights=None, grids: Optional[Sequence[int]] = None) -> Dict[str, Any]:
+                  package_weights=None, grids: Optional[Sequence[int]] = None,
+                  select_grids: Optional[Sequence[int]] = None) -> Dict[str, Any]:
     """Decide on a finished cycle and, when its held-out top-1 beats the release's beyond the noise, release it
     (see the module docstring). ``package_weights``: the package's copy of the weights, updated with the
     release. ``grids``: the depths whose test top-1 the card and the record give (default: hub.DEFAULT_GRIDS;
-    ``()`` for none). Returns the decision (and the test metrics when released)."""
+    ``()`` for none). ``select_grids``: decide on the mean held-out top-1 over these depths instead (the module
+    docstring). Returns the decision (and the test metrics when released)."""
     release_dir = pathlib.Path(release_dir)
     if not command or not command.strip():
         raise ValueError('command: the exact command line the cycle ran, for the record')
@@ -323,6 +362,17 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
                 'weights': best['weights'], 'val_top1': best['top1'], 'val_top1_before': before['top1'],
                 'gain': round(gain, 4), 'required_gain': round(floor, 4), 'improved': gain > floor,
                 'speed': speed_entry['setting'], 'released': False}
+    criterion = None
+    if select_grids:
+        measured = held_out_at_depths(release_dir, best, run, select_grids)
+        mean_before, mean_after = (statistics.fmean(measured[k].values()) for k in ('before', 'after'))
+        mean_floor = noise_floor(mean_before, measured['images'])
+        criterion = {'name': 'anytime', 'split': measured['split'], 'images': measured['images'],
+                     'val_top1_at_depth_before': measured['before'], 'val_top1_at_depth': measured['after'],
+                     'mean_before': round(mean_before, 4), 'mean': round(mean_after, 4),
+                     'mean_gain': round(mean_after - mean_before, 4), 'required_mean_gain': round(mean_floor, 4),
+                     'own_grid_gain': round(gain, 4), 'own_grid_allowed_loss': round(floor, 4)}
+        decision.update(criterion=criterion, improved=mean_after - mean_before > mean_floor and gain > -floor)
     if not decision['improved'] or dry_run:
         return decision
     if not eval_dir:
@@ -345,6 +395,7 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
             'weights': best['weights'], 'val_top1': round(best['top1'], 4), 'val_top1_before': before['top1'],
             'test_top1_before': record['test']['top1'], 'test_top1': round(metrics['top1'], 2),
             'per_epoch_record': True, 'started_from_sha256': record['weights_sha256'],
+            **({'criterion': criterion} if criterion else {}),
             **({'test_top1_at_depth': {str(g['depth']): round(g['top1'], 2) for g in metrics['grids']}}
                if metrics.get('grids') else {})})
         known = [c['seconds'] for c in record['cycles'] if c.get('seconds') is not None]
@@ -403,6 +454,9 @@ def main(argv=None) -> None:
     s.add_argument('--no-package-weights', action='store_true',
                    help="leave the package's copy (timm_odevit/weights/<tag>) alone")
     s.add_argument('--dry-run', action='store_true', help='decide only: no export, no test split, nothing written')
+    s.add_argument('--select-grids', type=int, nargs='+', default=None, metavar='N',
+                   help='decide on the mean held-out top-1 over these depths (an anytime cycle), measured for the '
+                        "release and the cycle on the run's validation split; the own grid may not lose beyond noise")
     s.add_argument('--grids', type=int, nargs='*', default=None, metavar='N',
                    help='depths (Euler steps / iterations) whose test top-1 the card gives (default: 2 3 4 6 8 12 16 24; '
                         'none: --grids with no value)')
@@ -435,7 +489,7 @@ def main(argv=None) -> None:
                 package = candidate if candidate.is_file() else None
             out = release_cycle(args.run_dir, args.release_dir, args.command, args.eval_dir, args.eval_split,
                                 args.speed, speed_record, args.min_gain, args.dry_run, args.repo_id, package,
-                                args.grids)
+                                args.grids, args.select_grids)
     except (ValueError, OSError) as e:
         raise SystemExit(f'error: {e}')
     print(json.dumps(out, indent=1))
