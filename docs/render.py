@@ -720,6 +720,31 @@ def table_anytime_training(ctx: Context, model: str) -> str:
                     + ['spread 4–24', '3 steps − best'], rows)
 
 
+def table_release_depths(ctx: Context) -> str:
+    """Top-1 of each release at each depth, per cycle that measured it: the test split at release
+    (``test_top1_at_depth``) and, for a cycle decided on the anytime criterion, the held-out split before / after."""
+    rows, grids = [], set()
+    for r in releases(ctx):
+        for c in (r['cycles'] or {}).get('cycles', []):
+            criterion = c.get('criterion') or {}
+            measured = [(f'held-out, release before cycle {c["cycle"]}', criterion.get('val_top1_at_depth_before'),
+                         criterion.get('images')),
+                        (f'held-out, cycle {c["cycle"]}', criterion.get('val_top1_at_depth'), criterion.get('images')),
+                        (f'test, cycle {c["cycle"]} (released)', c.get('test_top1_at_depth'), 10_000)]
+            for label, depths, images in measured:
+                if depths:
+                    means = {int(k): v for k, v in depths.items()}
+                    grids |= set(means)
+                    rows.append((r['tag'], label, images, means))
+    if not rows:
+        return '*No release has measured its depths yet* (`odevit-cycle release` measures them from now on).'
+    grids = sorted(grids)
+    return md_table(['release', 'weights, split', 'images'] + [str(g) for g in grids] + ['spread 4–24', '3 steps − best'],
+                    [[f'`{tag}`', label, f'{images:,}' if images else '–'] +
+                     [f'{means[g]:.1f}' if g in means else '–' for g in grids] + _grid_row_stats(means)
+                     for tag, label, images, means in rows])
+
+
 def table_anytime_inference(ctx: Context) -> str:
     d = ctx.json('anytime_inference')
     rows = [[f'fixed {g["grid"]}', f'{g["nfe"]:.2f}', f'{g["top1"]:.1f}', f'{g["ms_per_image"]:.2f}', '']
@@ -913,6 +938,7 @@ TABLES: Dict[str, Callable[[Context], str]] = {
     'step_robustness': table_step_robustness,
     'anytime_training': table_anytime_training,
     'anytime_inference': table_anytime_inference,
+    'release_depths': table_release_depths,
     'sgd_divergence': table_sgd_divergence,
     'recipes_no_nan': table_recipes_no_nan,
     'throughput': table_throughput,
