@@ -86,6 +86,11 @@ def test_bad_jasmin_k(k):
         TrajectoryDistillationTask(_student(), _small('vit'), jasmin_weight=1., jasmin_k=k)
 
 
+def test_a_student_that_draws_its_depth_is_refused():
+    with pytest.raises(ValueError, match=r'train_depth=\(2, 6\).*fixed time points'):
+        TrajectoryDistillationTask(_student(train_depth=(2, 6)), _small('vit'))
+
+
 def test_jasmin_k_above_the_token_count():
     with pytest.raises(ValueError, match=r"jasmin_k=500 exceeds the student's 75 tokens"):  # 64 patches + 11 prefix
         TrajectoryDistillationTask(_student(), _small('vit'), jasmin_weight=1., jasmin_k=500)

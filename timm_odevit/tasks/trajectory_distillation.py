@@ -302,6 +302,10 @@ class TrajectoryDistillationTask(TrainingTask):
             raise ValueError(f'jasmin_k must be an integer >= 2 (the rank compared with the top attention '
                              f'probability; reference: 2 distillation, 10 free), got {jasmin_k!r}')
         student = unwrap_model(student_model)
+        if getattr(student, 'train_depth', None):
+            raise ValueError(f'the student draws its depth per training forward (train_depth={student.train_depth}), '
+                             'but trajectory distillation aligns the teacher\'s blocks with fixed time points of its '
+                             'grid: build the student without train_depth')
         num_points = _num_time_points(student)
         num_tokens = getattr(getattr(student, 'patch_embed', None), 'num_patches', None)
         if jasmin_weight and num_tokens is not None and jasmin_k > num_tokens + student.num_prefix_tokens:
