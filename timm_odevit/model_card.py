@@ -189,19 +189,25 @@ def _retune(model: torch.nn.Module, measured: bool = False) -> str:
     return ''
 
 
-def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any]) -> str:
-    """The card's "Accuracy at other depths" table from ``metrics['grids']`` (hub.evaluate_grids), if measured."""
+def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=None) -> str:
+    """The card's "Accuracy at other depths" table from ``metrics['grids']`` (hub.evaluate_grids), if measured;
+    ``train_depth``: the (lo, hi) the last run drew its depths from (``train_depth`` model kwarg), if any."""
     rows = metrics.get('grids')
     if not rows:
         return ''
     recurrent = family(model) == 'recurrent'
-    trained = model.iterations if recurrent else model.solver.steps
+    loaded = model.iterations if recurrent else model.solver.steps
     what = 'iterations' if recurrent else f'{model.solver.method} steps'
-    table = '\n'.join(f"| {r['depth']}{' (trained)' if r['depth'] == trained else ''} | {r['nfe']:g} | {r['top1']:.2f} |"
+    if train_depth:
+        label, how = 'loaded', (f'the last training run drew a depth from {train_depth[0]}–{train_depth[1]} per update '
+                                f'(train_depth); the weights are loaded at {loaded}')
+    else:
+        label, how = 'trained', f'the weights were trained and are loaded at {loaded}'
+    table = '\n'.join(f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} |"
                       for r in rows)
     return (f"\n## Accuracy at other depths\n\nTop-1 (%) of these weights on the same {metrics.get('images')} "
-            f"{metrics.get('split', 'test')} images at other depths ({what}; the weights were trained and are loaded "
-            f"at {trained}). Depth is a run-time setting, but accuracy depends on it:\n\n"
+            f"{metrics.get('split', 'test')} images at other depths ({what}; {how}). Depth is a run-time setting, but "
+            "accuracy depends on it:\n\n"
             f'| {what} | field evaluations / image | top-1 |\n|---|---|---|\n{table}\n')
 
 
@@ -285,7 +291,7 @@ def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info:
              f"the run's validation split during training, epochs counted from 1 (the {metrics.get('split', 'test')} "
              f'split is evaluated once, at export).{log}\n' if learning_curve else '')
     papers = [p for p in str(model.pretrained_cfg.get('paper_ids', '')).split(',') if p.strip() in CITATIONS]
-    grids = _grid_section(model, metrics)
+    grids = _grid_section(model, metrics, (args.get('model_kwargs') or {}).get('train_depth'))
     citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
     discrete = family(model) == 'discrete'
     body = CARD_BODY.format(
