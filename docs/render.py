@@ -756,6 +756,19 @@ def table_anytime_inference(ctx: Context) -> str:
     return md_table(['setting', 'mean NFE/image', 'top-1 (%)', 'ms/image', 'best fixed grid within its NFE'], rows)
 
 
+def _early_exit_summary(ctx: Context) -> str:
+    """How many early-exit settings beat the best fixed grid that costs no more NFE (on the same images)."""
+    d = ctx.json('anytime_inference')
+    exits = d['early_exit']
+    p = max(g['top1'] for g in d['fixed_grids']) / 100
+    se = 100 * math.sqrt(p * (1 - p) / d['images'])  # one binomial standard error at the best grid's top-1
+    better = [e for e in exits if e.get('best_fixed_grid_within_nfe') and e['top1'] > e['best_fixed_grid_within_nfe']['top1']]
+    gaps = [e['top1'] - e['best_fixed_grid_within_nfe']['top1'] for e in exits if e.get('best_fixed_grid_within_nfe')]
+    return (f'{len(better)} of {len(exits)} early-exit settings beat the best fixed grid that costs no more field '
+            f'evaluations (top-1 difference {min(gaps):+.1f} … {max(gaps):+.1f} points; single run on {d["images"]:,} '
+            f'images, one binomial standard error ≈ {se:.1f} points)')
+
+
 def _anytime_inference_weights(ctx: Context) -> str:
     """Which weights anytime_inference.json measured, against the release folder's record."""
     d = ctx.json('anytime_inference')
@@ -1069,6 +1082,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
        for field in ('lambda', 'field', 'nan_at', 'limit', 'updates', 'ratio', 'culprit')},
     'full_epochs': _full_epochs,
     'anytime_inference_weights': _anytime_inference_weights,
+    'early_exit_summary': _early_exit_summary,
     'floor_45k_note': lambda c: _floor_note(c, '45k'),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
