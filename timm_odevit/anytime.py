@@ -18,13 +18,13 @@ Two ways to spend less compute than the model's grid:
     pred, logits, nfe, steps = early_exit(model, images, rule=Settled(patience=2) | Confident(0.9))
 """
 import math
-import numbers
 import time
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
+from ._checks import is_int, is_real
 from .layers.depth_stack import ContinuousDepthStack, depth_stack
 from .models._common import embed_tokens
 
@@ -70,7 +70,7 @@ class Settled(ExitRule):
     after ``patience + 1`` steps at the earliest."""
 
     def __init__(self, patience: int = 2):
-        if isinstance(patience, bool) or not isinstance(patience, numbers.Integral) or patience < 1:
+        if not is_int(patience) or patience < 1:
             raise ValueError(f'Settled(patience=...) must be an integer >= 1 (consecutive steps with an unchanged '
                              f'prediction), got {patience!r}')
         self.patience = int(patience)
@@ -86,7 +86,7 @@ class Confident(ExitRule):
     """Stop once the top softmax probability of the head reaches ``threshold`` (0 < threshold <= 1)."""
 
     def __init__(self, threshold: float = 0.9):
-        if (isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not math.isfinite(threshold)
+        if (not is_real(threshold) or not math.isfinite(threshold)
                 or not 0 < threshold <= 1):
             raise ValueError(f'Confident(threshold=...) must be a probability in (0, 1], got {threshold!r}')
         self.threshold = float(threshold)
@@ -193,7 +193,7 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None,
     L = len(stack)
     if max_steps is None:
         max_steps = L
-    if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or not 1 <= max_steps <= L:
+    if not is_int(max_steps) or not 1 <= max_steps <= L:
         raise ValueError(f'max_steps must be an integer in 1..{L} (the intervals of the model\'s grid, '
                          f'{stack.solver.describe()}), got {max_steps!r}')
     B = x.shape[0]
@@ -244,14 +244,14 @@ def _grid_changes(stack: ContinuousDepthStack, grid: GridSpec) -> Tuple[str, Dic
     """A grid spec -> (label, changes): an int = steps of the current method (iterations of a recurrence),
     ``(method, steps)``, or a dict of ``set_solver`` settings."""
     recurrent = stack.is_recurrent
-    if isinstance(grid, numbers.Integral) and not isinstance(grid, bool):
+    if is_int(grid):
         if grid < 1:
             raise ValueError(f'a grid of {grid} steps: steps must be >= 1')
         key = 'iterations' if recurrent else 'steps'
         return f'{stack.solver.method} {grid}', {key: int(grid)}
     if isinstance(grid, tuple) and len(grid) == 2 and isinstance(grid[0], str):
         method, steps = grid
-        if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        if not is_int(steps) or steps < 1:
             raise ValueError(f'grid {grid!r}: steps must be an integer >= 1')
         if recurrent:
             if method != 'recurrence':
@@ -335,7 +335,7 @@ def best_grid_for_budget(table: Sequence[Dict[str, object]], max_nfe: float) -> 
     ``max_nfe`` field evaluations per image (ties: the cheaper grid). Apply it with
     ``model.set_solver(**row['changes'])`` (``model.set_iterations(row['changes']['iterations'])`` for a
     recurrent bViT). ValueError when no measured grid fits the budget."""
-    if isinstance(max_nfe, bool) or not isinstance(max_nfe, numbers.Real) or math.isnan(max_nfe):
+    if not is_real(max_nfe) or math.isnan(max_nfe):
         raise ValueError(f'max_nfe must be a number of field evaluations, got {max_nfe!r}')
     rows = list(table)
     if not rows or not all(isinstance(r, dict) and {'nfe', 'top1'} <= set(r) for r in rows):

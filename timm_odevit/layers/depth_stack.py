@@ -15,6 +15,7 @@ from timm.layers import DropBlock2d, DropPath, register_notrace_module
 
 from .recurrence import Recurrence, iterate
 from .solver import SolverConfig, _steps_by_hand, solve
+from .._checks import is_int
 
 __all__ = ['ContinuousDepthStack', 'DepthInterval', 'depth_stack', 'active_stochastic_modules', 'explain_non_finite']
 
@@ -30,10 +31,6 @@ def active_stochastic_modules(module: nn.Module) -> List[str]:
 
 
 TRAIN_DIALS = ('steps', 'horizon')
-
-
-def _is_count(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int)
 
 
 def _check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
@@ -254,7 +251,7 @@ class ContinuousDepthStack(nn.Module):
 
     def set_iterations(self, iterations: int) -> None:
         """Horizon [0, iterations]: recurrent iterations, or ODE time (same step length)."""
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        if not is_int(iterations) or iterations < 1:
             raise ValueError(f'iterations must be an integer >= 1, got {iterations!r}')
         self.solver = self.solver.replace(**(
             {'iterations': iterations} if self.is_recurrent else {'t_end': float(iterations)}))
@@ -271,13 +268,14 @@ class ContinuousDepthStack(nn.Module):
             raise ValueError(f'Unknown train depth dial {dial!r}; choose one of {TRAIN_DIALS}')
         if depth_range is not None:
             if (isinstance(depth_range, (str, bytes)) or not isinstance(depth_range, (tuple, list))
-                    or len(depth_range) != 2 or not all(_is_count(v) for v in depth_range)
+                    or len(depth_range) != 2 or not all(is_int(v) for v in depth_range)
                     or not 1 <= depth_range[0] <= depth_range[1]):
                 raise ValueError(f'train_depth must be two integers (lo, hi) with 1 <= lo <= hi, got {depth_range!r}')
             depth_range = (int(depth_range[0]), int(depth_range[1]))
             for depth in range(depth_range[0], depth_range[1] + 1):  # each must make a valid grid (max_steps, h)
                 self._depth_config(depth, dial)
         self.train_depth, self.train_dial = depth_range, dial
+        self._sync_owner(record=True)
 
     def _depth_config(self, depth: int, dial: Optional[str] = None) -> Union[SolverConfig, Recurrence]:
         """The solver at ``depth`` on the training dial (see :meth:`set_train_depth`)."""
@@ -434,9 +432,6 @@ class ContinuousDepthStack(nn.Module):
         self._stats.last_interval = None
         return states
 
-    def _draws(self) -> bool:
-        return self.training and self.train_depth is not None
-
     def _refuse_drawn(self, what: str, training: bool) -> None:
         """Training with ``train_depth`` integrates a drawn grid; the configured grid's intervals / time points
         do not exist in that forward, so reading them in training mode is an error, not a silent fixed grid."""
@@ -464,7 +459,7 @@ class ContinuousDepthStack(nn.Module):
             for interval in self:
                 x = interval(x)
             return x
-        if self._draws():
+        if self.training and self.train_depth is not None:
             lo, hi = self.train_depth
             cfg = self._depth_config(int(torch.randint(lo, hi + 1, ())))
             states, self._stats.nfe = self._integrate(x, [cfg.steps], cfg=cfg)

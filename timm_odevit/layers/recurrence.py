@@ -6,13 +6,14 @@ from typing import Callable, Sequence
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from .._checks import is_int
 from .solver import assert_finite, checks_enabled
 
 
 def _check_iterations(iterations) -> int:
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+    if not is_int(iterations) or iterations < 1:
         raise ValueError(f'iterations must be an integer >= 1, got {iterations!r}')
-    return iterations
+    return int(iterations)
 
 
 @dataclass(frozen=True)

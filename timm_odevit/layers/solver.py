@@ -8,7 +8,6 @@ What the vector field is lives in the models; how it is integrated lives here. A
 import dataclasses
 import inspect
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
@@ -16,6 +15,8 @@ import torch
 from torchdiffeq import odeint, odeint_adjoint
 from torchdiffeq._impl.odeint import SOLVERS as _TORCHDIFFEQ_SOLVERS
 from torchdiffeq._impl.solvers import FixedGridODESolver
+
+from .._checks import is_int, is_real
 
 # Runge–Kutta methods -> field evaluations per step, fixed by the Butcher tableau (torchdiffeq's rk4
 # is the 3/8 rule: 4 stages). Their NFE is steps × stages, computed, never counted.
@@ -39,10 +40,6 @@ def solver_options(method: str) -> Tuple[str, ...]:
             names |= {p.name for p in inspect.signature(cls.__init__).parameters.values()
                       if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     return tuple(sorted(names - {'self', 'func', 'y0', 'implicit', *_RESERVED_OPTIONS}))
-
-
-def _is_real(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -92,14 +89,14 @@ class SolverConfig:
                                 f'({type(getattr(self, name)).__name__}); a string such as "no" would count as True')
         for name in ('t_end', 'rtol', 'atol') + (('step_size',) if self.step_size is not None else ()):
             value = getattr(self, name)
-            if not _is_real(value):
+            if not is_real(value):
                 raise TypeError(f'{name} must be a number, got {value!r} ({type(value).__name__})')
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
             object.__setattr__(self, name, float(value))
         for name in ('steps', 'max_steps'):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            if value is not None and not is_int(value):
                 raise TypeError(f'{name} must be an integer, got {value!r} ({type(value).__name__})')
             if value is not None and value < 1:
                 raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
@@ -162,7 +159,7 @@ class SolverConfig:
         elif 'steps' not in changes and 'step_size' not in changes:
             if self.step_size is not None:
                 changes['steps'] = None  # recomputed from step_size (and the new t_end)
-            elif 't_end' in changes and _is_real(changes['t_end']) and changes['t_end'] > 0:
+            elif 't_end' in changes and is_real(changes['t_end']) and changes['t_end'] > 0:
                 steps = changes['t_end'] / self.h  # keep the step length
                 if abs(steps - round(steps)) > 1e-6 * max(1., steps) or round(steps) < 1:
                     raise ValueError(

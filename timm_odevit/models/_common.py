@@ -2,7 +2,6 @@
 ``blocks`` is a :class:`ContinuousDepthStack`, input checks, checkpoint filtering, CIFAR cfgs."""
 import contextlib
 import math
-import numbers
 import pathlib
 import re
 import traceback
@@ -13,6 +12,7 @@ from torch import nn
 from timm.layers import PatchEmbed, register_notrace_function, resample_abs_pos_embed, to_2tuple
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn as vit_checkpoint_filter_fn
 
+from .._checks import is_int, is_real
 from ..layers import ContinuousDepthStack, SolverConfig
 from ..layers.solver import checks_enabled
 
@@ -249,18 +249,14 @@ def apply_released_model_args(variant: str, pretrained: bool, kwargs: dict, rele
     return kwargs
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def check_num_classes(num_classes) -> None:
-    if not _is_int(num_classes) or num_classes < 0:
+    if not is_int(num_classes) or num_classes < 0:
         raise ValueError(f'num_classes must be an integer >= 0 (0: no classifier, features only), got {num_classes!r}')
 
 
 def check_probability(name: str, value) -> None:
     """A drop rate: a number in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
+    if not is_real(value) or not 0 <= value < 1:
         raise ValueError(f'{name} is a probability in [0, 1), got {value!r}')
 
 
@@ -269,20 +265,20 @@ def check_architecture_args(img_size, patch_size, in_chans, num_classes, embed_d
     """ValueError naming the argument for a ViT the arguments cannot describe (before torch fails deep inside)."""
     img, patch = to_2tuple(img_size), to_2tuple(patch_size)
     for name, value in (('img_size', img), ('patch_size', patch)):
-        if not all(_is_int(v) and v >= 1 for v in value):
+        if not all(is_int(v) and v >= 1 for v in value):
             raise ValueError(f'{name} must be positive integers, got {value!r}')
     if img[0] % patch[0] or img[1] % patch[1]:
         raise ValueError(f'img_size {img_size} is not divisible by patch_size {patch_size}')
     for name, value in (('in_chans', in_chans), ('embed_dim', embed_dim), ('num_heads', num_heads)):
-        if not _is_int(value) or value < 1:
+        if not is_int(value) or value < 1:
             raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
     if embed_dim % num_heads:
         raise ValueError(f'embed_dim {embed_dim} is not divisible by num_heads {num_heads}')
-    if (isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, numbers.Real) or not math.isfinite(mlp_ratio)
+    if (not is_real(mlp_ratio) or not math.isfinite(mlp_ratio)
             or int(embed_dim * mlp_ratio) < 1):
         raise ValueError(f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1 (the MLP\'s hidden '
                          f'width), got {mlp_ratio!r}')
-    if not _is_int(reg_tokens) or reg_tokens < 0:
+    if not is_int(reg_tokens) or reg_tokens < 0:
         raise ValueError(f'reg_tokens must be an integer >= 0, got {reg_tokens!r}')
     check_num_classes(num_classes)
     for name, value in drop_rates.items():
@@ -391,9 +387,6 @@ class ContinuousDepthViT(VisionTransformer):
     def set_train_depth(self, depth_range: Optional[Sequence[int]]) -> None:
         """Anytime training (:meth:`ContinuousDepthStack.set_train_depth`); recorded in the model args."""
         self.blocks.set_train_depth(depth_range)
-        args = dict(getattr(self, '_model_args', {}))
-        args.pop('train_depth', None)
-        self._model_args = dict(args, train_depth=list(self.train_depth)) if self.train_depth else args
 
     @property
     def num_time_points(self) -> int:
@@ -435,7 +428,7 @@ class ContinuousDepthViT(VisionTransformer):
         """timm's (position embedding resampled, new size recorded in the model args)."""
         img = to_2tuple(img_size if img_size is not None else self.patch_embed.img_size)
         patch = to_2tuple(patch_size if patch_size is not None else self.patch_embed.patch_size)
-        if not all(_is_int(v) and v >= 1 for v in img + patch) or img[0] % patch[0] or img[1] % patch[1]:
+        if not all(is_int(v) and v >= 1 for v in img + patch) or img[0] % patch[0] or img[1] % patch[1]:
             raise ValueError(f'img_size {img} must be positive integers divisible by the patch size {patch}')
         with _pos_embed_prefix(self):
             super().set_input_size(img_size=img_size, patch_size=patch_size)
