@@ -14,9 +14,11 @@ number of field evaluations per image in training (NFE) in every arm:
 then measured at every depth of ``--grids`` on the test images (``timm_odevit.anytime.accuracy_at_budgets``), with
 the training wall time beside it. The draws use their own generator (seeded per run), so data order and
 augmentation are those of the fixed arm. Rows accumulate across invocations at the same budget (key: arm, seed),
-one study per model in bench/results/anytime_training.json.
+one study per model in bench/results/anytime_training.json; a ``--width`` other than the default S // 2 is stored
+as its own arm (``random_w4``: S - 4 .. S + 4).
 
     ../.venv/bin/python anytime_training.py --arms fixed random incremental --seeds 0 1 2
+    ../.venv/bin/python anytime_training.py --arms random --width 4 --seeds 0 1 2
     ../.venv/bin/python anytime_training.py --model bvit_tiny_cifar --grids 2 3 4 6 8 12 16 24 48 --seeds 0 1 2
 """
 import argparse
@@ -90,8 +92,9 @@ def main():
     train = load_split(args.data, 'train', args.train_per_class)
     test = load_split(args.data, 'test', args.test_per_class)
     updates = -(-len(train[1]) // args.batch) * args.epochs
-    budget = (subset_budget(args) + f'; {"iterations" if recurrent else "Euler steps"}, mean {args.steps}, width '
-              f'{args.width}; {args.threads} thread(s)')
+    budget = (subset_budget(args) + f'; {"iterations" if recurrent else "Euler steps"}, mean {args.steps}; '
+              f'{args.threads} thread(s)')
+    default_width = args.steps // 2
     out = RESULTS / 'anytime_training.json'
 
     def studies() -> dict:
@@ -102,6 +105,8 @@ def main():
         return {(r['arm'], r['seed']): r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
 
     for arm in args.arms:
+        widened = arm in ('random', 'incremental') and args.width != default_width
+        label = f'{arm}_w{args.width}' if widened else arm
         for seed in args.seeds:
             schedule = grid_schedule(arm, args.steps, args.width, updates, seed)
             torch.manual_seed(seed)
@@ -121,14 +126,17 @@ def main():
             set_depth(model, args.steps)
             if hasattr(model, 'stage_outputs'):
                 model.stage_outputs = False
-            row = {'arm': arm, 'seed': seed, 'train_s': round(seconds), 'updates': len(used),
+            row = {'arm': label, 'seed': seed, 'width': args.width if arm in ('random', 'incremental') else 0,
+                   'train_s': round(seconds), 'updates': len(used),
                    'train_nfe_mean': round(statistics.fmean(used), 3),
                    'test_top1': top1_at_grids(model, test, args.grids)}
             print(row, flush=True)
-            rows = sorted({**earlier_rows(), (arm, seed): row}.values(), key=lambda r: (ARMS.index(r['arm']), r['seed']))
+            rows = sorted({**earlier_rows(), (label, seed): row}.values(),
+                          key=lambda r: (ARMS.index(r['arm'].split('_w')[0]), r['width'], r['seed']))
             summary = {a: {g: round(statistics.fmean(r['test_top1'][g] for r in rs), 2) for g in rs[0]['test_top1']}
-                       for a in ARMS for rs in [[r for r in rows if r['arm'] == a]] if rs}
-            study = {'budget': budget, 'trained_depth': args.steps, 'grids': args.grids, 'test_images': len(test[1]),
+                       for a in dict.fromkeys(r['arm'] for r in rows) for rs in [[r for r in rows if r['arm'] == a]]}
+            study = {'budget': budget, 'trained_depth': args.steps, 'default_width': default_width,
+                     'grids': args.grids, 'test_images': len(test[1]),
                      'mean_top1': summary, 'rows': rows}
             write_result('anytime_training', {'benchmark': 'anytime_training',
                                               'studies': {**studies(), args.model: study}})

@@ -704,6 +704,20 @@ ANYTIME_ARMS = {'fixed': 'fixed S (today\'s training)', 'random': 'random depth 
                 'incremental': 'coarse to fine: S − w, then S + w', 'deep_supervision': 'fixed S, deep supervision at T/4 … T'}
 
 
+def anytime_arm_label(arm: str) -> str:
+    """'random' -> its description; 'random_w4' (a width other than the study's default) -> 'S − 4 … S + 4'."""
+    base, _, width = arm.partition('_w')
+    label = ANYTIME_ARMS.get(base, base)
+    return label.replace('S − w', f'S − {width}').replace('S + w', f'S + {width}') if width else label
+
+
+def _anytime_budget(ctx: Context, model: str) -> str:
+    study = ((optional_json(ctx, 'anytime_training') or {}).get('studies', {}).get(model) or {})
+    if not study:
+        return 'not run yet'
+    return study['budget'] + f'; width w = {study["default_width"]} unless the row names another'
+
+
 def table_anytime_training(ctx: Context, model: str) -> str:
     d = optional_json(ctx, 'anytime_training')
     study = (d or {}).get('studies', {}).get(model)
@@ -713,7 +727,7 @@ def table_anytime_training(ctx: Context, model: str) -> str:
     for arm in dict.fromkeys(r['arm'] for r in study['rows']):
         runs = [r for r in study['rows'] if r['arm'] == arm]
         means = {g: mean(v) for g in grids for v in [anytime_arm(ctx, model, arm, g)] if v}
-        rows.append([ANYTIME_ARMS.get(arm, arm), len(runs), f'{mean([r["train_nfe_mean"] for r in runs]):.2f}',
+        rows.append([anytime_arm_label(arm), len(runs), f'{mean([r["train_nfe_mean"] for r in runs]):.2f}',
                      f'{mean([r["train_s"] for r in runs]) / 60:.1f}'] + [f'{means[g]:.1f}' if g in means else '–' for g in grids]
                     + _grid_row_stats(means))
     return md_table(['training', 'seeds', 'train NFE/image', 'train min/run'] + [f'{g}' for g in grids]
@@ -1115,8 +1129,7 @@ for _budget in BUDGETS:
 for _claim, _paper, _cid, _sign in CLAIMS:
     VALUES[f'claim.{_cid}'] = lambda c, cid=_cid, sign=_sign: claim_verdict(run_comparison(c, cid), sign)
 for _model in ('odevit_tiny_cifar', 'bvit_tiny_cifar'):
-    VALUES[f'anytime_budget.{_model}'] = lambda c, m=_model: (
-        ((optional_json(c, 'anytime_training') or {}).get('studies', {}).get(m) or {}).get('budget', 'not run yet'))
+    VALUES[f'anytime_budget.{_model}'] = lambda c, m=_model: _anytime_budget(c, m)
 VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']))
 for _cid in COMPARISON:
     for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary'):
