@@ -1,6 +1,7 @@
 """ContinuousDepthStack: one shared field over L intervals, seen by timm as a sequence of blocks."""
 import copy
 
+import numpy as np
 import pytest
 import torch
 from timm.models.vision_transformer import Block
@@ -130,8 +131,13 @@ def test_recurrence_is_block_applications():
     assert len(stack) == 7 and stack.time_points().tolist() == list(range(1, 8))
     with pytest.raises(ValueError, match="regime='ode'"):
         stack.set_solver(steps=3)
-    with pytest.raises(ValueError, match='iterations must be an integer >= 1'):
-        Recurrence(0)
+    stack.set_iterations(np.int64(6))  # NumPy integers are integers; the recurrence stores a Python int
+    assert len(stack) == 6 and type(stack.solver.iterations) is int
+    for bad in (0, True, 2.0, '3'):
+        with pytest.raises(ValueError, match='iterations must be an integer >= 1'):
+            Recurrence(bad)
+        with pytest.raises(ValueError, match='iterations must be an integer >= 1'):
+            stack.set_iterations(bad)
     with pytest.raises(TypeError, match='BlockField'):
         ContinuousDepthStack(ODEViTField(16, 2), Recurrence(3))
 

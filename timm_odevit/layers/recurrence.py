@@ -10,12 +10,6 @@ from .._checks import is_int
 from .solver import assert_finite, checks_enabled
 
 
-def _check_iterations(iterations) -> int:
-    if not is_int(iterations) or iterations < 1:
-        raise ValueError(f'iterations must be an integer >= 1, got {iterations!r}')
-    return int(iterations)
-
-
 @dataclass(frozen=True)
 class Recurrence:
     """Plain recurrence z_k = B(z_{k−1}), k = 1..iterations (not an ODE: no solver, no step length).
@@ -27,7 +21,9 @@ class Recurrence:
     check_finite: bool = True
 
     def __post_init__(self):
-        _check_iterations(self.iterations)
+        if not is_int(self.iterations) or self.iterations < 1:
+            raise ValueError(f'iterations must be an integer >= 1, got {self.iterations!r}')
+        object.__setattr__(self, 'iterations', int(self.iterations))
         if not isinstance(self.check_finite, bool):
             raise TypeError(f'check_finite must be True or False, got {self.check_finite!r}')
 
