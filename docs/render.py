@@ -296,6 +296,9 @@ def grid(ctx: Context, name: str, method: str, steps: int) -> List[float]:
 
 
 # (id, what is compared, budget, arm A, arm B, command)
+ANYTIME_ARMS = {'fixed': 'fixed S (today\'s training)', 'random': 'random depth per update, S − w … S + w',
+                'incremental': 'coarse to fine: S − w, then S + w', 'deep_supervision': 'fixed S, deep supervision at T/4 … T'}
+
 COMPARISONS = [
     ('odevit_vs_vit_odevit_params', '`odevit_tiny_cifar` vs the discrete ViT of **its** parameters (`vit_odevit_tiny_cifar_params_matched`)', '45k',
      lambda c: acc(c, 'odevit_tiny_cifar'), lambda c: acc(c, 'vit_odevit_tiny_cifar_params_matched'),
@@ -422,6 +425,20 @@ COMPARISONS = [
      lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'incremental', 24),
      lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'fixed', 24),
      'python bench/anytime_training.py --arms fixed incremental --seeds 0 1 2'),
+    *[(f'anytime_random_w4_at_{at}', f'ODE-ViT, random step count per update from S − 4 … S + 4 vs fixed S, evaluated '
+       f'at {at} steps', '3k-head', lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'random_w4', at),
+       lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'fixed', at),
+       'python bench/anytime_training.py --arms random --width 4 --seeds 0 1 2') for at in (3, 6)],
+    ('anytime_random_w4_vs_w3_at_3', 'ODE-ViT, random step count from S − 4 … S + 4 vs from S − 3 … S + 3, evaluated '
+     'at 3 steps', '3k-head', lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'random_w4', 3),
+     lambda c: anytime_arm(c, 'odevit_tiny_cifar', 'random', 3),
+     'python bench/anytime_training.py --arms random --width 4 --seeds 0 1 2'),
+    # bViT: iterations as the dial (trained horizon T = 12)
+    *[(f'bvit_anytime_{arm}_at_{at}', f'bViT, {ANYTIME_ARMS[arm]} vs fixed T, evaluated at {at} iterations', '3k-head',
+       lambda c, arm=arm, at=at: anytime_arm(c, 'bvit_tiny_cifar', arm, at),
+       lambda c, at=at: anytime_arm(c, 'bvit_tiny_cifar', 'fixed', at),
+       f'python bench/anytime_training.py --model bvit_tiny_cifar --arms fixed {arm} --grids 2 3 4 6 8 12 16 24 48')
+      for arm in ('random', 'incremental', 'deep_supervision') for at in (3, 12, 48)],
 ]
 COMPARISON = {c[0]: c for c in COMPARISONS}
 
@@ -699,9 +716,6 @@ def table_step_robustness(ctx: Context) -> str:
     return md_table(['trained at', 'seeds'] + [f'{g}' for g in grids]
                     + ['spread 4–24', '3 steps − best', 'train min/run'], rows)
 
-
-ANYTIME_ARMS = {'fixed': 'fixed S (today\'s training)', 'random': 'random depth per update, S − w … S + w',
-                'incremental': 'coarse to fine: S − w, then S + w', 'deep_supervision': 'fixed S, deep supervision at T/4 … T'}
 
 
 def anytime_arm_label(arm: str) -> str:
