@@ -316,3 +316,16 @@ def test_export_measures_and_cards_the_other_depths(tmp_path, eval_dir):
     torch.save({'arch': 'vit_odevit_tiny_cifar_params_matched', 'state_dict': discrete.state_dict()}, tmp_path / 'v.pth.tar')
     with pytest.raises(ValueError, match='not a continuous-depth model'):
         hub.export(str(tmp_path / 'v.pth.tar'), str(tmp_path / 'v'), eval_dir=str(eval_dir), grids=[2])
+
+
+@pytest.mark.parametrize('kwargs,says', [
+    ({}, 'the weights were trained and are loaded at 4'),
+    ({'stages': [2, 4]}, 'trained with a loss at iterations 2, 4 (deep supervision) and are loaded at 4'),
+])
+def test_card_depth_table_says_how_a_recurrent_model_was_trained(kwargs, says):
+    from timm_odevit.model_card import _grid_section
+    model = timm.create_model('bvit_tiny_cifar', iterations=4, **kwargs)
+    rows = [{'depth': d, 'nfe': d, 'top1': 50.0} for d in (2, 4, 8)]
+    section = _grid_section(model, {'grids': rows, 'images': 10, 'split': 'test'})
+    assert says in section
+    assert ('| 4 (loaded) |' if kwargs else '| 4 (trained) |') in section

@@ -201,6 +201,9 @@ def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=N
     if train_depth:
         label, how = 'loaded', (f'the last training run drew a depth from {train_depth[0]}–{train_depth[1]} per update '
                                 f'(train_depth); the weights are loaded at {loaded}')
+    elif len(getattr(model, 'stages', ())) > 1:
+        label, how = 'loaded', (f'the weights were trained with a loss at iterations {", ".join(map(str, model.stages))} '
+                                f'(deep supervision) and are loaded at {loaded}')
     else:
         label, how = 'trained', f'the weights were trained and are loaded at {loaded}'
     table = '\n'.join(f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} |"
