@@ -156,10 +156,14 @@ def step_robust(ctx: Context, trained: int, at: Optional[int] = None) -> List[fl
     return [r['test_top1'][str(at or trained)] for r in rows if str(at or trained) in r['test_top1']]
 
 
+def anytime_study(ctx: Context, model: str) -> Optional[dict]:
+    """anytime_training's study of one model (None: not run yet)."""
+    return ((optional_json(ctx, 'anytime_training') or {}).get('studies') or {}).get(model)
+
+
 def anytime_arm(ctx: Context, model: str, arm: str, at: Optional[int] = None) -> List[float]:
     """anytime_training: top-1 per seed of one arm, evaluated at depth ``at`` (default: the trained depth)."""
-    d = optional_json(ctx, 'anytime_training')
-    study = (d or {}).get('studies', {}).get(model)
+    study = anytime_study(ctx, model)
     if study is None:
         return []
     key = str(at or study['trained_depth'])
@@ -295,10 +299,10 @@ def grid(ctx: Context, name: str, method: str, steps: int) -> List[float]:
     return out
 
 
-# (id, what is compared, budget, arm A, arm B, command)
 ANYTIME_ARMS = {'fixed': 'fixed S (today\'s training)', 'random': 'random depth per update, S − w … S + w',
                 'incremental': 'coarse to fine: S − w, then S + w', 'deep_supervision': 'fixed S, deep supervision at T/4 … T'}
 
+# (id, what is compared, budget, arm A, arm B, command)
 COMPARISONS = [
     ('odevit_vs_vit_odevit_params', '`odevit_tiny_cifar` vs the discrete ViT of **its** parameters (`vit_odevit_tiny_cifar_params_matched`)', '45k',
      lambda c: acc(c, 'odevit_tiny_cifar'), lambda c: acc(c, 'vit_odevit_tiny_cifar_params_matched'),
@@ -717,7 +721,6 @@ def table_step_robustness(ctx: Context) -> str:
                     + ['spread 4–24', '3 steps − best', 'train min/run'], rows)
 
 
-
 def anytime_arm_label(arm: str) -> str:
     """'random' -> its description; 'random_w4' (a width other than the study's default) -> 'S − 4 … S + 4'."""
     base, _, width = arm.partition('_w')
@@ -726,15 +729,14 @@ def anytime_arm_label(arm: str) -> str:
 
 
 def _anytime_budget(ctx: Context, model: str) -> str:
-    study = ((optional_json(ctx, 'anytime_training') or {}).get('studies', {}).get(model) or {})
-    if not study:
+    study = anytime_study(ctx, model)
+    if study is None:
         return 'not run yet'
     return study['budget'] + f'; width w = {study["default_width"]} unless the row names another'
 
 
 def table_anytime_training(ctx: Context, model: str) -> str:
-    d = optional_json(ctx, 'anytime_training')
-    study = (d or {}).get('studies', {}).get(model)
+    study = anytime_study(ctx, model)
     if study is None:
         return f'*Not run yet*: `cd bench && python anytime_training.py --model {model} --seeds 0 1 2`.'
     grids, rows = study['grids'], []
