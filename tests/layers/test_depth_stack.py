@@ -170,3 +170,14 @@ def test_nothing_is_kept_between_calls_and_states_own_their_storage():
     assert tensors == []
     twin = copy.deepcopy(stack)
     assert twin[1].stack is twin
+
+
+@pytest.mark.parametrize('mode', ['eval', 'train'])
+def test_intervals_added_by_a_new_solver_take_the_stacks_mode(mode):
+    """model.eval() then set_solver(steps=more): every interval is in eval mode, as after timm's own .eval()."""
+    stack = getattr(_stack(steps=2), mode)()
+    for steps in (6, 3, 8):  # a new grid (new interval modules), then growth past the old count
+        stack.set_solver(steps=steps)
+        assert {m.training for m in stack.modules()} == {mode == 'train'}, steps
+    stack.solver = stack.solver  # the same config: intervals kept
+    assert {m.training for m in stack.modules()} == {mode == 'train'}

@@ -152,3 +152,16 @@ def test_turning_it_off_restores_the_fixed_grid_training_forward():
     stack.set_train_depth((1, 9))
     stack.set_train_depth(None)
     assert stack.train_depth is None and torch.equal(stack.train()(x), reference(x)) and stack.nfe == 3
+
+
+def test_a_grid_changed_in_eval_mode_reads_intervals_without_the_training_refusal():
+    """eval(), then more steps: the new intervals are in eval mode, so stepping through them (hooks,
+    forward_intermediates) is the configured grid, not refused as a drawn training forward."""
+    stack, x = _stack(steps=3), _x()
+    stack.set_train_depth((2, 5))
+    stack.eval()
+    stack.set_solver(steps=6)
+    out = x
+    for interval in stack:
+        out = interval(out)
+    torch.testing.assert_close(out, stack(x))

@@ -227,6 +227,7 @@ class ContinuousDepthStack(nn.Module):
             self._modules.clear()
             for i in range(config.steps):
                 self._modules[str(i)] = interval = DepthInterval(self, i, field if i == 0 else None)
+                interval.training = self.training  # new intervals past the old count too (model.eval() before)
                 if i < len(intervals):
                     _adopt_hooks(interval, intervals[i])
                     interval.training = intervals[i].training
@@ -235,6 +236,7 @@ class ContinuousDepthStack(nn.Module):
         else:
             for i in range(len(intervals), config.steps):
                 self._modules[str(i)] = DepthInterval(self, i)
+                self._modules[str(i)].training = self.training
         self._sync_owner(record=True)
 
     @property
