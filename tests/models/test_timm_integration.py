@@ -221,3 +221,23 @@ def test_odeify_round_trips_through_save_for_hf(tmp_path):
         file=str(tmp_path / 'model.safetensors'), num_classes=10), **args).eval()
     with torch.no_grad():
         assert torch.equal(named(_x()), ode(_x()))
+
+
+@pytest.mark.parametrize('name', ['odevit_tiny_cifar', 'bvit_tiny_cifar', 'vit_odeified'])
+def test_a_model_built_on_the_meta_device_is_fully_initialised_by_init_weights(name):
+    """timm's deferred init: create on 'meta', to_empty, init_weights() — every parameter and buffer is set (the
+    NaN fill would survive in anything init_weights skips: norms, the patch-embedding conv), as with timm's ViT."""
+    model = timm.create_model(name, device='meta').to_empty(device='cpu')
+    with torch.no_grad():
+        for t in list(model.parameters()) + list(model.buffers()):
+            if t.is_floating_point():
+                t.fill_(float('nan'))
+    model.init_weights()
+    left = [n for n, t in list(model.named_parameters()) + list(model.named_buffers())
+            if t.is_floating_point() and not torch.isfinite(t).all()]
+    assert left == []
+    size = model.pretrained_cfg['input_size']
+    assert torch.isfinite(model.eval()(torch.randn(1, *size))).all()
+    norm = next(m for m in model.modules() if hasattr(m, 'weight') and 'Norm' in type(m).__name__)
+    assert torch.equal(norm.weight, torch.ones_like(norm.weight))  # reset to its init, not random
+

@@ -58,10 +58,12 @@ def explain_non_finite(error: FloatingPointError, x0: torch.Tensor, field: nn.Mo
     if field_bad:
         return FloatingPointError(
             f'the ODE field\'s weights hold NaN/Inf ({listed(field_bad)}), so the dynamics are not the cause: '
-            'the weights are corrupted, or training diverged before this step (lower the lr, clip gradients)')
+            'the weights are corrupted or uninitialised (a model built on the meta device needs init_weights() after '
+            'to_empty), or training diverged before this step (lower the lr, clip gradients)')
     if not bool(torch.isfinite(x0).all()):
         other_bad = _non_finite_parameters(model, skip=field)
-        cause = (f'the model\'s weights hold NaN/Inf ({listed(other_bad)}): corrupted weights or diverged training'
+        cause = (f'the model\'s weights hold NaN/Inf ({listed(other_bad)}): corrupted or uninitialised weights '
+                 '(init_weights() after to_empty), or diverged training'
                  if other_bad else 'the input images hold NaN/Inf (check torch.isfinite(images).all())')
         return FloatingPointError(
             f'the state entering the ODE already holds NaN/Inf, so the dynamics are not the cause: {cause}')

@@ -304,6 +304,15 @@ def prune_depth(model: nn.Module, timm_prune, indices, prune_norm: bool, prune_h
     return take_indices
 
 
+def reset_parameters_(model: nn.Module, skip: Tuple[type, ...] = ()) -> None:
+    """``reset_parameters()`` of every submodule that has one, but those of the ``skip`` types (what the model's
+    own init sets): what timm's ``init_weights(needs_reset=True)`` does, so that a model built on the meta device
+    and moved with ``to_empty`` is fully initialised (norms, patch-embedding conv) by ``init_weights()``."""
+    for m in model.modules():
+        if m is not model and not isinstance(m, skip) and callable(getattr(m, 'reset_parameters', None)):
+            m.reset_parameters()
+
+
 # ---- the base class ------------------------------------------------------------------------------
 class ContinuousDepthViT(VisionTransformer):
     """A timm ``VisionTransformer`` whose ``blocks`` is a :class:`ContinuousDepthStack`.

@@ -35,7 +35,7 @@ from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_
 from ..layers import BlockField, Recurrence, SolverConfig
 from ._common import (
     CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, build_continuous_depth_model,
-    checkpoint_filter_fn, cifar_cfg, embed_tokens,
+    checkpoint_filter_fn, cifar_cfg, embed_tokens, reset_parameters_,
 )
 
 __all__ = ['BViT', 'checkpoint_filter_fn']
@@ -154,11 +154,14 @@ class BViT(ContinuousDepthViT):
         self.stage_head_type = stage_heads
         self.stage_outputs = False  # set by DeepSupervisionTask: training forward returns all stages
         self.stage_heads = self._new_stage_heads(num_classes)
-        self.init_weights()
+        self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
         """timm ViT init: truncated-normal(0.02) linears, zero biases, position embedding
-        truncated-normal(0.02), [CLS] / registers normal(1e-6) (``mode`` is timm's, unused)."""
+        truncated-normal(0.02), [CLS] / registers normal(1e-6) (``mode`` is timm's, unused); ``needs_reset``:
+        the other modules (patch-embedding conv, norms) reset their parameters too, as timm's ViT does."""
+        if needs_reset:
+            reset_parameters_(self, skip=(nn.Linear,))
         for m in self.modules():
             if isinstance(m, nn.Linear) and not m.weight.is_meta:
                 trunc_normal_(m.weight, std=.02)

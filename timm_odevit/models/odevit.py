@@ -25,7 +25,7 @@ from timm.models import generate_default_cfgs, register_model
 from ..layers import ODEViTField, SolverConfig, spectral_init_
 from ._common import (
     CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, apply_released_model_args,
-    build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg,
+    build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg, reset_parameters_,
 )
 
 __all__ = ['ODEViT', 'checkpoint_filter_fn']
@@ -131,12 +131,14 @@ class ODEViT(ContinuousDepthViT):
         self._set_depth(field, SolverConfig.from_model_args(
             solver, solver_options, steps=steps, step_size=step_size, t_end=t_end, rtol=rtol, atol=atol,
             adjoint=adjoint, check_finite=check_finite), train_depth, 'steps')
-        self.init_weights()
+        self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
         """Spectral init of every linear/conv (SPEC §1) but the classifier (``head_init``); [CLS], registers
         and position embedding truncated-normal with std 0.02, as in the reference code (``mode`` is timm's,
-        unused)."""
+        unused); ``needs_reset``: the other modules (norms) reset their parameters too, as timm's ViT does."""
+        if needs_reset:
+            reset_parameters_(self, skip=(nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d))
         spectral_init_(self)
         if self.pos_embed.is_meta:
             return
