@@ -241,3 +241,33 @@ def test_a_model_built_on_the_meta_device_is_fully_initialised_by_init_weights(n
     norm = next(m for m in model.modules() if hasattr(m, 'weight') and 'Norm' in type(m).__name__)
     assert torch.equal(norm.weight, torch.ones_like(norm.weight))  # reset to its init, not random
 
+
+
+@pytest.mark.parametrize('name', ['odevit_tiny_cifar', 'bvit_tiny_cifar'])
+def test_torchscript_says_why_it_cannot_script_the_model(name):
+    """torch.jit.script (and timm's validate.py --torchscript) get a clear error naming the alternatives, not a
+    TorchScript frontend error from inside the solver; an FX graph module holding the stack gets it too."""
+    model = timm.create_model(name).eval()
+    with pytest.raises(RuntimeError, match='TorchScript cannot compile the ODE depth.*torch.compile, torch.export'):
+        torch.jit.script(model)
+    graph = timm.models.create_feature_extractor(model, ['blocks'])  # the stack is an FX leaf
+    with pytest.raises(RuntimeError, match='TorchScript cannot compile the ODE depth'):
+        torch.jit.script(graph)
+
+
+@pytest.mark.parametrize('name', ['odevit_tiny_cifar', 'bvit_tiny_cifar'])
+def test_fullgraph_compile_keeps_the_finiteness_checks_in_the_graph(name):
+    """torch.compile(fullgraph=True) as for timm's ViT: the NaN/Inf checks become in-graph asserts (a host sync
+    on the values would break the graph), so a non-finite state still stops the compiled model with the message."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    model = timm.create_model(name, iterations=3) if name.startswith('bvit') else timm.create_model(name, steps=3)
+    model.eval()
+    x = torch.randn(2, 3, 32, 32)
+    compiled = torch.compile(model, backend='eager', fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+        model.pos_embed.fill_(float('nan'))
+        with pytest.raises(RuntimeError, match='ODE state became non-finite'):
+            compiled(x)
+    torch._dynamo.reset()

@@ -194,6 +194,14 @@ class ContinuousDepthStack(nn.Module):
         self._evals = 0
         self.solver = solver if solver is not None else SolverConfig()
 
+    def __prepare_scriptable__(self):
+        """torch.jit.script calls this on every submodule first: say why it cannot work, instead of
+        TorchScript's own error from deep inside the solver."""
+        raise RuntimeError(
+            'TorchScript cannot compile the ODE depth of timm_odevit models (ContinuousDepthStack): torchdiffeq\'s '
+            'odeint is Python (solver objects, dict options, callbacks). Use torch.compile, torch.export or '
+            'torch.fx instead (all three are tested), or run the model eagerly.')
+
     # ---- configuration ----------------------------------------------------------------------
     @property
     def field(self) -> nn.Module:

@@ -290,8 +290,11 @@ def solve(
 
 
 def assert_finite(state: torch.Tensor, during: str) -> None:
-    """Raise FloatingPointError if ``state`` holds NaN/Inf (one reduction, one host sync)."""
-    if not state.is_meta and not bool(torch.isfinite(state).all()):
-        raise FloatingPointError(
-            f'ODE state became non-finite (NaN/Inf) while {during}. The dynamics blew up: use more '
-            'steps, a stabler solver or a smaller depth scale, or pass check_finite=False to handle it yourself.')
+    """Raise FloatingPointError if ``state`` holds NaN/Inf (one reduction, one host sync); under torch.compile an
+    in-graph assert with the same message (RuntimeError), so that ``fullgraph=True`` compiles."""
+    message = (f'ODE state became non-finite (NaN/Inf) while {during}. The dynamics blew up: use more '
+               'steps, a stabler solver or a smaller depth scale, or pass check_finite=False to handle it yourself.')
+    if torch.compiler.is_compiling():
+        torch._assert_async(torch.isfinite(state).all(), message)
+    elif not state.is_meta and not bool(torch.isfinite(state).all()):
+        raise FloatingPointError(message)

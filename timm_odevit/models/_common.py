@@ -446,8 +446,12 @@ class ContinuousDepthViT(VisionTransformer):
         """timm's; with the solver's ``check_finite`` on, logits that overflowed from a finite but huge
         final state raise FloatingPointError instead of coming back as NaN/Inf."""
         out = super().forward_head(x, pre_logits=pre_logits)
-        if (not pre_logits and not isinstance(out, torch.fx.Proxy) and self.blocks.solver.check_finite
-                and checks_enabled() and not out.is_meta and not bool(torch.isfinite(out).all())):
+        if pre_logits or isinstance(out, torch.fx.Proxy) or not self.blocks.solver.check_finite or not checks_enabled():
+            return out
+        if torch.compiler.is_compiling():  # an in-graph assert: fullgraph=True compiles
+            torch._assert_async(torch.isfinite(out).all(), 'the logits are not finite (NaN/Inf): they overflowed '
+                                'in the head from a huge final state, or the weights are corrupted')
+        elif not out.is_meta and not bool(torch.isfinite(out).all()):
             weight = max((p.detach().abs().max().item() for p in self.head.parameters()), default=0.)
             raise FloatingPointError(
                 f'the final state is finite (max |X| = {x.detach().abs().max().item():.3g}) but the logits are not: '
