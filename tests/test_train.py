@@ -361,3 +361,55 @@ def test_e2e_a_non_ode_timm_model_trains_as_timm_trains_it(tiny_imagefolder, tmp
     assert 'DeepSupervisionTask' not in log
     state = torch.load(tmp_path / 'convnext' / 'last.pth.tar', map_location='cpu', weights_only=False)
     assert state['arch'] == 'convnext_atto' and state['state_dict']['head.fc.weight'].shape[0] == 4
+
+
+def _script_or_skip(script):
+    try:
+        return locate_script(script, download=False)
+    except FileNotFoundError:
+        pytest.skip(f"timm's {script} not found (../shared/timm beside the checkout, or the cache)")
+
+
+def test_benchmark_py_runs_our_models(tmp_path):
+    """timm's benchmark.py has no plugin hook: ``--script benchmark.py`` (odevit-benchmark) registers our models
+    first, and runs on the CPU when there is no GPU."""
+    _script_or_skip('benchmark.py')
+    results = tmp_path / 'bench.json'
+    run = subprocess.run([sys.executable, '-m', 'timm_odevit.train', '--script', 'benchmark.py', '--model',
+                          'odevit_tiny_cifar', '--model-kwargs', 'steps=2', '--bench', 'inference', '--num-warm-iter',
+                          '1', '--num-bench-iter', '5', '--batch-size', '2', '--results-file', str(results)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    row = json.loads(run.stdout[run.stdout.index('{'):run.stdout.rindex('}') + 1])
+    assert row['model'] == 'odevit_tiny_cifar' and row['infer_samples_per_sec'] > 0 and row['param_count'] == 0.56
+    assert results.read_text().splitlines()[1].startswith('odevit_tiny_cifar,')
+
+
+def test_inference_py_runs_our_release_or_names_its_missing_package(tmp_path):
+    """timm's inference.py needs pandas (not a dependency of ours): with it, the release's class names come out;
+    without it, the error names the package instead of a traceback."""
+    import importlib.util
+    _script_or_skip('inference.py')
+    if not CIFAR.is_dir():
+        pytest.skip(f'CIFAR-10 ImageFolder not found at {CIFAR}')
+    images = tmp_path / 'images'
+    images.mkdir()
+    for c in ('cat', 'ship'):
+        shutil.copy(CIFAR / 'test' / c / sorted(os.listdir(CIFAR / 'test' / c))[0], images / f'{c}.png')
+    run = subprocess.run([sys.executable, '-m', 'timm_odevit.train', '--script', 'inference.py', '--model',
+                          'odevit_tiny_cifar.c10', '--pretrained', '--label-type', 'name', '--topk', '1',
+                          '--results-dir', str(tmp_path / 'out'), '--workers', '0', str(images)],
+                         capture_output=True, text=True, timeout=600)
+    if importlib.util.find_spec('pandas') is None:
+        assert run.returncode != 0 and "inference.py needs the package 'pandas'" in run.stderr
+        assert 'Traceback' not in run.stderr
+    else:
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        rows = (tmp_path / 'out' / 'odevit_tiny_cifar.c10-32.csv').read_text().splitlines()
+        assert rows[0] == 'filename,label,prob' and {r.split(',')[1] for r in rows[1:]} <= set(
+            timm.create_model('odevit_tiny_cifar.c10').pretrained_cfg['label_names'])
+
+
+def test_validate_and_another_script_together_are_refused():
+    with pytest.raises(SystemExit, match='give one'):
+        timm_odevit.train.main(['--validate', '--script', 'benchmark.py', '--model', 'odevit_tiny_cifar'])

@@ -1,14 +1,18 @@
-"""Run timm's own train.py / validate.py with timm_odevit's models registered.
+"""Run timm's own train.py / validate.py / inference.py / benchmark.py with timm_odevit's models registered.
 
     python -m timm_odevit.train [--timm-train PATH] TRAIN_PY_ARGS...
-    python -m timm_odevit.train --validate [--timm-train PATH] VALIDATE_PY_ARGS...
+    python -m timm_odevit.train --validate [--timm-train PATH] VALIDATE_PY_ARGS...     (odevit-validate)
+    python -m timm_odevit.train --script inference.py INFERENCE_PY_ARGS...             (odevit-inference)
+    python -m timm_odevit.train --script benchmark.py BENCHMARK_PY_ARGS...             (odevit-benchmark)
 
 timm's train.py is not in the timm wheel. It is found, in order, at ``--timm-train PATH``, at
 ``$TIMM_TRAIN_PY`` (validate.py is looked for beside it, or at ``$TIMM_VALIDATE_PY``), in the
 cache (``$TIMM_ODEVIT_CACHE`` or ~/.cache/timm_odevit/timm-<version>/), in ``../shared/timm/``
 beside a checkout of this project (the copy this project's machines provide offline), or
 downloaded into the cache from the git tag matching the installed timm. Without any of these it
-stops with a message saying how to get it. Every flag of train.py keeps working, including ``--config`` and torchrun.
+stops with a message saying how to get it (the other scripts: the same places). Every flag of train.py keeps
+working, including ``--config`` and torchrun; the other scripts get their own flags unchanged (and ``--device cpu``
+when there is no GPU, as train.py does).
 
 The path without this wrapper: ``python train.py --device-modules timm_odevit ...`` (train.py
 imports the listed modules at start, which registers the models).
@@ -42,7 +46,7 @@ def cache_dir() -> pathlib.Path:
 
 
 def locate_script(script: str = 'train.py', explicit: Optional[str] = None, download: bool = True) -> pathlib.Path:
-    """Find timm's ``train.py`` or ``validate.py`` (see module docstring for the search order)."""
+    """Find one of timm's scripts (:data:`SCRIPTS`; see module docstring for the search order)."""
     if explicit:
         path = pathlib.Path(explicit)
         path = path if path.name == script else path.with_name(script)
@@ -81,12 +85,20 @@ def locate_script(script: str = 'train.py', explicit: Optional[str] = None, down
         f'set TIMM_TRAIN_PY, or copy it to {cached}.')
 
 
+SCRIPTS = ('train.py', 'validate.py', 'inference.py', 'benchmark.py')  # timm's scripts this wrapper runs
+
+
 def load_script(path: pathlib.Path):
-    """Import train.py / validate.py as a module (its main() is not run)."""
+    """Import one of timm's scripts as a module (its main() is not run); a package it needs and this environment
+    lacks (inference.py: pandas) is named."""
     spec = importlib.util.spec_from_file_location(f'timm_{path.stem}_script', path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except ModuleNotFoundError as e:
+        raise SystemExit(f'error: timm\'s {path.name} needs the package {e.name!r}, which is not installed '
+                         f'(pip install {e.name}); timm_odevit itself does not need it') from e
     return module
 
 
@@ -109,6 +121,8 @@ def _wrapper_flags(parser) -> None:
                         help="path to timm's train.py (validate.py is found beside it); default: $TIMM_TRAIN_PY, the "
                              'cache, ../shared/timm, or a download of the installed version')
     parser.add_argument('--validate', action='store_true', help="run timm's validate.py instead of train.py")
+    parser.add_argument('--script', default=None, choices=SCRIPTS,
+                        help="run this timm script (found as train.py is) instead of train.py")
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -425,7 +439,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     ours, rest = _wrapper_parser().parse_known_args(argv)
     import timm_odevit  # noqa: F401  (registers the models)
 
-    script = 'validate.py' if ours.validate else 'train.py'
+    if ours.validate and ours.script not in (None, 'validate.py'):
+        raise SystemExit(f'error: --validate runs validate.py, --script {ours.script} another script: give one')
+    script = 'validate.py' if ours.validate else ours.script or 'train.py'
     try:
         path = locate_script(script, ours.timm_train)
     except FileNotFoundError as e:
@@ -433,9 +449,9 @@ def main(argv: Optional[List[str]] = None) -> None:
             _wrapper_parser(add_help=True).print_help()
         raise SystemExit(f'error: {e}')
     module = load_script(path)
-    if ours.validate:
+    if script != 'train.py':
         if hasattr(module, 'parser'):
-            _wrapper_flags(module.parser.add_argument_group('timm_odevit wrapper (odevit-validate)'))
+            _wrapper_flags(module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})'))
     else:
         _add_arguments(module.parser)
         _install_tasks(module)
@@ -456,6 +472,14 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 def validate_main() -> None:
     main(['--validate'] + sys.argv[1:])
+
+
+def inference_main() -> None:
+    main(['--script', 'inference.py'] + sys.argv[1:])
+
+
+def benchmark_main() -> None:
+    main(['--script', 'benchmark.py'] + sys.argv[1:])
 
 
 if __name__ == '__main__':
