@@ -329,3 +329,23 @@ def test_card_depth_table_says_how_a_recurrent_model_was_trained(kwargs, says):
     section = _grid_section(model, {'grids': rows, 'images': 10, 'split': 'test'})
     assert says in section
     assert ('| 4 (loaded) |' if kwargs else '| 4 (trained) |') in section
+
+
+def test_weights_loaded_by_path_at_another_depth_than_their_config_json_are_warned_about(tmp_path, capsys):
+    """Depth settings are model kwargs, not weights: the release's 6-step weights loaded by path into the default
+    12-step model are told so (validate.py --checkpoint, train.py --initial-checkpoint), with both ways to fix it."""
+    from timm.models import load_checkpoint
+    from timm_odevit.train import checked_load_checkpoint
+    release = pathlib.Path(__file__).resolve().parents[1] / 'release' / 'odevit_tiny_cifar.c10'
+    weights = release / 'model.safetensors'
+    warning = hub.depth_mismatch(timm.create_model('odevit_tiny_cifar'), weights)
+    assert 'runs these weights with steps=6' in warning and 'this model has steps=12' in warning
+    assert '--model-kwargs steps=6' in warning and f'--model local-dir:{release} --pretrained' in warning
+    assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar', steps=6), weights) == ''
+    assert hub.depth_mismatch(timm.create_model('bvit_tiny_cifar'), weights) == ''  # another architecture
+    assert hub.depth_mismatch(torch.nn.Linear(2, 2), weights) == ''
+    alone = tmp_path / 'model.safetensors'  # no config.json beside it: nothing to compare with
+    shutil.copy(weights, alone)
+    assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar'), alone) == ''
+    checked_load_checkpoint(load_checkpoint)(timm.create_model('odevit_tiny_cifar'), str(weights))
+    assert 'runs these weights with steps=6' in capsys.readouterr().err

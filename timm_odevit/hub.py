@@ -442,6 +442,32 @@ def read_config(folder) -> Dict[str, Any]:
     return config
 
 
+def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:
+    """'' or a warning: the ``config.json`` beside a weights file (a release or export folder) runs them with other
+    depth settings (Euler steps, iterations, ...) than ``model`` has. Those settings are model kwargs, not weights:
+    loaded by path, the weights integrate the model's grid (``local-dir:``/``pretrained=True`` read the kwargs)."""
+    from .models import ContinuousDepthViT
+    folder = pathlib.Path(checkpoint_path).parent
+    if not isinstance(model, ContinuousDepthViT) or not (folder / 'config.json').is_file():
+        return ''
+    try:
+        config = read_config(folder)
+    except ValueError:
+        return ''
+    if config['architecture'] != model.pretrained_cfg.get('architecture'):
+        return ''
+    current = model.blocks.model_args()
+    current = json.loads(json.dumps(model.depth_model_args(current) if hasattr(model, 'depth_model_args') else current))
+    saved = config.get('model_args') or {}
+    differ = sorted(k for k, v in saved.items() if k in current and current[k] != v)
+    if not differ:
+        return ''
+    kwargs = ' '.join(f'{k}={saved[k]}' for k in differ)
+    return (f'warning: {folder / "config.json"} runs these weights with {kwargs} (its model_args), this model has '
+            f'{", ".join(f"{k}={current[k]}" for k in differ)}: its accuracy is not the release\'s. Create the model '
+            f'with those kwargs (--model-kwargs {kwargs}), or load the folder (--model local-dir:{folder} --pretrained).')
+
+
 def verify_folder(folder) -> None:
     """Raise ValueError unless ``folder`` is complete and its weights load strictly into its config."""
     import timm

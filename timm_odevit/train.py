@@ -283,8 +283,26 @@ def checked_create_model(create):
         except (ValueError, OSError) as e:
             raise SystemExit(f'error: {e}') from None
         model.load_state_dict(state)
+        _warn_depth_mismatch(model, checkpoint_path)
         return model
     return create_model
+
+
+def _warn_depth_mismatch(model, checkpoint_path) -> None:
+    from timm_odevit.hub import depth_mismatch
+    warning = depth_mismatch(model, checkpoint_path)
+    if warning:
+        print(warning, file=sys.stderr)
+
+
+def checked_load_checkpoint(load):
+    """validate.py's ``load_checkpoint`` (--checkpoint), which also warns when the config.json beside the weights
+    runs them at another depth than the model (:func:`timm_odevit.hub.depth_mismatch`)."""
+    def load_checkpoint(model, checkpoint_path, *args, **kwargs):
+        out = load(model, checkpoint_path, *args, **kwargs)
+        _warn_depth_mismatch(model, checkpoint_path)
+        return out
+    return load_checkpoint
 
 
 def _install_checkpoint_checks(module) -> None:
@@ -452,6 +470,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     if script != 'train.py':
         if hasattr(module, 'parser'):
             _wrapper_flags(module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})'))
+        if hasattr(module, 'load_checkpoint'):  # the script's own name for timm's function; timm is untouched
+            module.load_checkpoint = checked_load_checkpoint(module.load_checkpoint)
     else:
         _add_arguments(module.parser)
         _install_tasks(module)
