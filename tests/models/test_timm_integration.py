@@ -271,3 +271,9 @@ def test_fullgraph_compile_keeps_the_finiteness_checks_in_the_graph(name):
         with pytest.raises(RuntimeError, match='ODE state became non-finite'):
             compiled(x)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize('name, dial', [('odevit_tiny_cifar', 'steps=N'), ('bvit_tiny_cifar', 'iterations=N')])
+def test_a_vit_depth_argument_names_what_stands_for_it(name, dial):
+    with pytest.raises(TypeError, match=f'{name} has no depth argument: its depth is {dial}'):
+        timm.create_model(name, depth=12)

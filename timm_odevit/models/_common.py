@@ -211,6 +211,10 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
     reading pretrained weights (truncated or corrupt safetensors / pickle, unreadable file, weights of
     another model) becomes a ValueError that names the weights' source and what to do."""
     from timm.models import build_model_with_cfg
+    if 'depth' in kwargs and isinstance(cls, type):  # timm's ViT kwarg: say what stands for it, not a bare TypeError
+        dial = 'iterations=N (recurrent iterations of the one block)' if 'bvit' in variant else \
+            'steps=N (Euler steps of the one field over t in [0, 1])'
+        raise TypeError(f'{variant} has no depth argument: its depth is {dial}; its field is one shared block')
     kwargs.setdefault('pretrained_filter_fn', checkpoint_filter_fn)
     kwargs.setdefault('feature_cfg', dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter'))
     try:
