@@ -342,6 +342,7 @@ def test_weights_loaded_by_path_at_another_depth_than_their_config_json_are_warn
     assert 'runs these weights with steps=6' in warning and 'this model has steps=12' in warning
     assert '--model-kwargs steps=6' in warning and f'--model local-dir:{release} --pretrained' in warning
     assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar', steps=6), weights) == ''
+    assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar', steps=6, check_finite=False), weights) == ''
     assert hub.depth_mismatch(timm.create_model('bvit_tiny_cifar'), weights) == ''  # another architecture
     assert hub.depth_mismatch(torch.nn.Linear(2, 2), weights) == ''
     alone = tmp_path / 'model.safetensors'  # no config.json beside it: nothing to compare with

@@ -459,7 +459,8 @@ def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:
     current = model.blocks.model_args()
     current = json.loads(json.dumps(model.depth_model_args(current) if hasattr(model, 'depth_model_args') else current))
     saved = config.get('model_args') or {}
-    differ = sorted(k for k, v in saved.items() if k in current and current[k] != v)
+    differ = sorted(k for k, v in saved.items()  # the settings that change the function the weights compute
+                    if k in current and k not in ('check_finite', 'adjoint', 'train_depth') and current[k] != v)
     if not differ:
         return ''
     kwargs = ' '.join(f'{k}={saved[k]}' for k in differ)
