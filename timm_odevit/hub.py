@@ -456,8 +456,7 @@ def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:
         return ''
     if config['architecture'] != model.pretrained_cfg.get('architecture'):
         return ''
-    current = model.blocks.model_args()
-    current = json.loads(json.dumps(model.depth_model_args(current) if hasattr(model, 'depth_model_args') else current))
+    current = json.loads(json.dumps(model.blocks.owner_model_args()))  # as config.json holds them
     saved = config.get('model_args') or {}
     differ = sorted(k for k, v in saved.items()  # the settings that change the function the weights compute
                     if k in current and k not in ('check_finite', 'adjoint', 'train_depth') and current[k] != v)

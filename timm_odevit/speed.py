@@ -68,7 +68,7 @@ def choose(results: Dict[str, Dict[str, float]], tolerance: float = 0.01, min_sp
     ok = [REFERENCE] + [name for name, r in results.items() if name != REFERENCE and not r.get('dropped')
                         and math.isfinite(r['loss']) and abs(loss_change(results, name)) <= tolerance
                         and r['seconds'] <= (1 - min_speedup) * ref['seconds']
-                        and (paired_wins(results, name) is None or paired_wins(results, name) >= min_wins)]
+                        and ((wins := paired_wins(results, name)) is None or wins >= min_wins)]
     order = list(results)
     return min(ok, key=lambda name: (results[name]['seconds'], order.index(name)))
 

@@ -10,6 +10,6 @@ from .solver import (
     ADAMS_METHODS, ADAPTIVE_METHODS, FIXED_GRID_METHODS, MAX_STEPS, METHODS, RUNGE_KUTTA_METHODS, SolverConfig,
     assert_finite, solve, solver_options,
 )
-from .spectral_init import spectral_init_
+from .spectral_init import SPECTRAL_INIT_TYPES, spectral_init_
 
 ODEBlock = ContinuousDepthStack  # former name of the one-call ODE layer: ODEBlock(field, SolverConfig(...))

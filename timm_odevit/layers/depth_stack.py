@@ -337,6 +337,11 @@ class ContinuousDepthStack(nn.Module):
                     t_end=cfg.t_end, rtol=cfg.rtol, atol=cfg.atol, adjoint=cfg.adjoint,
                     check_finite=cfg.check_finite, solver_options=dict(cfg.options) or None, **drawn)
 
+    def owner_model_args(self) -> dict:
+        """:meth:`model_args` as the owning model's kwargs (a bViT names the ODE horizon ``iterations``)."""
+        args, owner = self.model_args(), self.__dict__.get('_owner')
+        return owner.depth_model_args(args) if hasattr(owner, 'depth_model_args') else args
+
     def _sync_owner(self, record: bool) -> None:
         owner = self.__dict__.get('_owner')
         if owner is None or owner._modules.get('blocks') is not self:
@@ -346,8 +351,7 @@ class ContinuousDepthStack(nn.Module):
         owner.feature_info = [dict(module=f'blocks.{i}', num_chs=owner.embed_dim, reduction=reduction)
                               for i in range(len(self))]
         if record:
-            args = self.model_args()
-            args = owner.depth_model_args(args) if hasattr(owner, 'depth_model_args') else args
+            args = self.owner_model_args()
             recorded = dict(getattr(owner, '_model_args', {}))
             for k, v in args.items():
                 if v is None:

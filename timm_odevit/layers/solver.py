@@ -289,12 +289,19 @@ def solve(
     return states
 
 
+def is_non_finite(t: torch.Tensor, message: str) -> bool:
+    """Whether ``t`` holds NaN/Inf (one reduction, one host sync), for the caller to raise its error; under
+    torch.compile an in-graph assert with ``message`` instead (RuntimeError; a host sync would break the graph, so
+    ``fullgraph=True`` compiles), and False."""
+    if torch.compiler.is_compiling():
+        torch._assert_async(torch.isfinite(t).all(), message)
+        return False
+    return not t.is_meta and not bool(torch.isfinite(t).all())
+
+
 def assert_finite(state: torch.Tensor, during: str) -> None:
-    """Raise FloatingPointError if ``state`` holds NaN/Inf (one reduction, one host sync); under torch.compile an
-    in-graph assert with the same message (RuntimeError), so that ``fullgraph=True`` compiles."""
+    """Raise FloatingPointError if ``state`` holds NaN/Inf (:func:`is_non_finite`)."""
     message = (f'ODE state became non-finite (NaN/Inf) while {during}. The dynamics blew up: use more '
                'steps, a stabler solver or a smaller depth scale, or pass check_finite=False to handle it yourself.')
-    if torch.compiler.is_compiling():
-        torch._assert_async(torch.isfinite(state).all(), message)
-    elif not state.is_meta and not bool(torch.isfinite(state).all()):
+    if is_non_finite(state, message):
         raise FloatingPointError(message)

@@ -3,6 +3,9 @@ import torch
 from torch import nn
 
 
+SPECTRAL_INIT_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)  # what spectral_init_ re-initialises
+
+
 @torch.no_grad()
 def spectral_init_(module: nn.Module) -> nn.Module:
     """Re-initialise every Linear and Conv weight in ``module``: xavier-normal, then divide by its
@@ -13,7 +16,7 @@ def spectral_init_(module: nn.Module) -> nn.Module:
     matrix gets norm 1, so each of its q/k/v blocks has norm ≤ 1. Meta tensors are left alone.
     """
     for m in module.modules():
-        if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)) and not m.weight.is_meta:
+        if isinstance(m, SPECTRAL_INIT_TYPES) and not m.weight.is_meta:
             nn.init.xavier_normal_(m.weight)
             sigma = torch.linalg.matrix_norm(m.weight.flatten(1).float(), ord=2)
             m.weight.div_(sigma.to(m.weight.dtype))

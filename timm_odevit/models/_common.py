@@ -14,7 +14,7 @@ from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_
 
 from .._checks import is_int, is_real
 from ..layers import ContinuousDepthStack, SolverConfig
-from ..layers.solver import checks_enabled
+from ..layers.solver import checks_enabled, is_non_finite
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -452,10 +452,8 @@ class ContinuousDepthViT(VisionTransformer):
         out = super().forward_head(x, pre_logits=pre_logits)
         if pre_logits or isinstance(out, torch.fx.Proxy) or not self.blocks.solver.check_finite or not checks_enabled():
             return out
-        if torch.compiler.is_compiling():  # an in-graph assert: fullgraph=True compiles
-            torch._assert_async(torch.isfinite(out).all(), 'the logits are not finite (NaN/Inf): they overflowed '
-                                'in the head from a huge final state, or the weights are corrupted')
-        elif not out.is_meta and not bool(torch.isfinite(out).all()):
+        if is_non_finite(out, 'the logits are not finite (NaN/Inf): they overflowed in the head from a huge final '
+                         'state, or the weights are corrupted'):
             weight = max((p.detach().abs().max().item() for p in self.head.parameters()), default=0.)
             raise FloatingPointError(
                 f'the final state is finite (max |X| = {x.detach().abs().max().item():.3g}) but the logits are not: '

@@ -22,7 +22,7 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
 from timm.models import generate_default_cfgs, register_model
 
-from ..layers import ODEViTField, SolverConfig, spectral_init_
+from ..layers import SPECTRAL_INIT_TYPES, ODEViTField, SolverConfig, spectral_init_
 from ._common import (
     CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, apply_released_model_args,
     build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg, reset_parameters_,
@@ -138,7 +138,7 @@ class ODEViT(ContinuousDepthViT):
         and position embedding truncated-normal with std 0.02, as in the reference code (``mode`` is timm's,
         unused); ``needs_reset``: the other modules (norms) reset their parameters too, as timm's ViT does."""
         if needs_reset:
-            reset_parameters_(self, skip=(nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d))
+            reset_parameters_(self, skip=SPECTRAL_INIT_TYPES)
         spectral_init_(self)
         if self.pos_embed.is_meta:
             return
