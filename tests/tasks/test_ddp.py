@@ -9,6 +9,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from timm.task import ClassificationTask
 
+from timm_odevit.layers.depth_stack import depth_stack
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -22,7 +24,7 @@ def _build(case):
     torch.manual_seed(0)  # identical initial weights on every rank
     if case == 'odevit':
         return ClassificationTask(timm.create_model('odevit_tiny_cifar', steps=2))
-    if case == 'odevit_train_depth':  # anytime training: each rank draws its own depths (seeded per rank)
+    if case == 'odevit_train_depth':  # anytime training, the global RNG seeded per rank as train.py does
         task = ClassificationTask(timm.create_model('odevit_tiny_cifar', steps=2, train_depth=(1, 4)))
         torch.manual_seed(100 + dist.get_rank())
         return task
@@ -49,12 +51,14 @@ def _worker(rank, world, case, port):
         module = task.get_trainable_module()
         params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.SGD(params, lr=0.1)
-        for step in range(2):  # a second step fails in DDP if any parameter went unused
+        depths = []
+        for step in range(8 if case == 'odevit_train_depth' else 2):  # a 2nd step fails if a parameter went unused
             g = torch.Generator().manual_seed(1000 * step + rank)  # different data on each rank
             x, y = torch.randn(4, 3, 32, 32, generator=g), torch.randint(0, 10, (4,), generator=g)
             task.train()
             out = task(x, y)
             out['loss'].backward()
+            depths.append(depth_stack(task.trainable_module.module).nfe)
             grads = torch.cat([p.grad.flatten() for p in params])
             gathered = [torch.zeros_like(grads) for _ in range(world)]
             dist.all_gather(gathered, grads)
@@ -62,6 +66,12 @@ def _worker(rank, world, case, port):
             assert grads.abs().sum() > 0
             opt.step()
             opt.zero_grad()
+        if case == 'odevit_train_depth':  # the same draws on every rank (independent: 1 in 4^8 to agree)
+            drawn = torch.tensor(depths)
+            gathered = [torch.zeros_like(drawn) for _ in range(world)]
+            dist.all_gather(gathered, drawn)
+            assert torch.equal(gathered[0], gathered[1]), f'ranks drew different depths: {gathered}'
+            assert len(set(depths)) > 1, depths
         if case == 'trajectory':
             idx = torch.tensor(task.student_indices)
             gathered = [torch.zeros_like(idx) for _ in range(world)]

@@ -5,9 +5,11 @@ iterations of a recurrent block). Integrated in one call (``stack(x)``, end poin
 by interval (``stack[i](x)``, what timm's ``forward_intermediates``, feature hooks and torch.fx
 see): interval i maps X(t_i) to X(t_{i+1}) on the true times.
 """
+import random
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
+import torch.distributed as dist
 import torch.fx
 from torch import nn
 from torch.utils.checkpoint import checkpoint
@@ -270,8 +272,9 @@ class ContinuousDepthStack(nn.Module):
 
     def set_train_depth(self, depth_range: Optional[Sequence[int]], dial: Optional[str] = None) -> None:
         """Anytime training: every forward in training mode integrates a depth drawn uniformly from
-        ``depth_range`` = (lo, hi), inclusive, with torch's global RNG (seeded per process by train.py; DDP
-        ranks draw independently); eval mode, hooks and slices use the configured grid. ``dial`` is what
+        ``depth_range`` = (lo, hi), inclusive, with torch's global RNG; eval mode, hooks and slices use the
+        configured grid. Under torch.distributed (world size > 1) every rank draws the same depths (see
+        :meth:`_draw_depth`), so no rank waits for another's deeper draw. ``dial`` is what
         the depth counts: 'steps' (grid steps over the same horizon [0, t_end]: h = t_end / depth) or
         'horizon' (time span [0, depth] at the same step length; iterations of a recurrence). None turns
         it off. The draw is a Python int, so torch.compile recompiles per depth (up to hi - lo + 1 graphs)."""
@@ -476,13 +479,29 @@ class ContinuousDepthStack(nn.Module):
                 x = interval(x)
             return x
         if self.training and self.train_depth is not None:
-            lo, hi = self.train_depth
-            cfg = self._depth_config(int(torch.randint(lo, hi + 1, ())))
+            cfg = self._depth_config(self._draw_depth(x.device))
             states, self._stats.nfe = self._integrate(x, [cfg.steps], cfg=cfg)
         else:
             states, self._stats.nfe = self._integrate(x, [len(self)])
         self._stats.last_interval = None
         return states[-1]
+
+    def _draw_depth(self, device: torch.device) -> int:
+        """One training depth from ``train_depth``. A single process draws with torch's global RNG. Under
+        torch.distributed with world size > 1, train.py seeds each rank differently, so independent draws
+        would make every update wait for the deepest rank's integration: instead rank 0 draws a seed from its
+        global RNG at the first training forward and broadcasts it (one collective on ``device``, taken by
+        every rank's first forward as DDP's lockstep does), and all ranks then draw from a Python RNG with
+        that seed, the same depth at the same forward."""
+        lo, hi = self.train_depth
+        if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+            return int(torch.randint(lo, hi + 1, ()))
+        shared = self.__dict__.get('_shared_draw')
+        if shared is None:
+            seed = torch.randint(2 ** 62, (1,), dtype=torch.int64).to(device)
+            dist.broadcast(seed, src=0)
+            self.__dict__['_shared_draw'] = shared = random.Random(int(seed.item()))
+        return shared.randint(lo, hi)
 
     def extra_repr(self) -> str:
         drawn = f', train_depth={self.train_depth[0]}..{self.train_depth[1]} {self.train_dial}' if self.train_depth else ''
