@@ -50,6 +50,23 @@ def test_registered_tag_loads_the_packaged_file_not_the_hub(tag, monkeypatch):
 
 
 @pytest.mark.parametrize('tag', PACKAGED)
+def test_the_registered_tag_re_exported_with_save_for_hf_keeps_its_released_settings(tag, tmp_path):
+    """The settings a tag's weights were trained with (odevit_tiny_cifar.c10: Euler 6, the registered default is 12)
+    are construction args: save_for_hf exports them, so the re-exported folder gives the same logits."""
+    from timm.models import save_for_hf
+    x = torch.randn(2, 3, 32, 32)
+    model = timm.create_model(tag, pretrained=True).eval()
+    save_for_hf(model, tmp_path, safe_serialization=True)
+    again = timm.create_model(f'local-dir:{tmp_path}', pretrained=True).eval()
+    assert again.blocks.solver == model.blocks.solver
+    with torch.no_grad():
+        torch.testing.assert_close(again(x), model(x), rtol=0, atol=0)
+    if tag == 'odevit_tiny_cifar.c10':
+        assert model._model_args['steps'] == len(again.blocks) == 6
+        assert timm.create_model(tag, pretrained=True, steps=4)._model_args['steps'] == 4  # explicit kwargs win
+
+
+@pytest.mark.parametrize('tag', PACKAGED)
 def test_explicit_hf_hub_name_still_loads_from_the_hub(tag, monkeypatch):
     """hf-hub: names bypass the packaged file (timm: source 'hf-hub'); offline, from the session's cache (conftest)."""
     calls = []

@@ -181,3 +181,36 @@ def test_intervals_added_by_a_new_solver_take_the_stacks_mode(mode):
         assert {m.training for m in stack.modules()} == {mode == 'train'}, steps
     stack.solver = stack.solver  # the same config: intervals kept
     assert {m.training for m in stack.modules()} == {mode == 'train'}
+
+
+@pytest.mark.parametrize('edit,words', [
+    (lambda s: s.append(torch.nn.Identity()), 'append'),
+    (lambda s: s.extend([torch.nn.Identity()]), 'extend'),
+    (lambda s: s.insert(0, torch.nn.Identity()), 'insert'),
+    (lambda s: s.pop(), 'pop'),
+    (lambda s: s.__setitem__(0, torch.nn.Identity()), r'blocks\[i\] = '),
+    (lambda s: s.__delitem__(0), r'del blocks\[i\]'),
+    (lambda s: s.add_module('4', torch.nn.Identity()), 'add_module'),
+    (lambda s: s.register_module('extra', torch.nn.Identity()), 'add_module'),
+    (lambda s: setattr(s, 'extra', torch.nn.Identity()), 'module attribute'),
+    (lambda s: setattr(s, '0', torch.nn.Identity()), 'module attribute'),
+])
+def test_sequential_edits_are_refused_with_the_way_to_change_depth(edit, words):
+    """nn.Sequential's edits would be silently ignored by the integration (or drop the field): refused, naming
+    set_solver / set_iterations / truncate."""
+    stack, x = _stack(), _x()
+    expected = stack(x)
+    with pytest.raises(TypeError, match=f'{words}.*set_solver'):
+        edit(stack)
+    assert len(stack) == 4 and len(stack._modules) == 4
+    torch.testing.assert_close(stack(x), expected)
+
+
+def test_module_converters_that_re_add_each_child_still_work():
+    """torch's convert_sync_batchnorm (train.py --sync-bn) re-adds every child as itself."""
+    stack, x = _stack(), _x()
+    expected = stack(x)
+    assert torch.nn.SyncBatchNorm.convert_sync_batchnorm(stack) is stack
+    torch.testing.assert_close(stack(x), expected)
+    with pytest.raises(IndexError, match='-5 out of range for 4 intervals'):
+        stack[-5]

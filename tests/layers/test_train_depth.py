@@ -146,6 +146,21 @@ def test_a_forward_that_steps_through_hooked_intervals_is_refused_in_training():
     stack.train()(x)
 
 
+def test_timms_grad_checkpointing_of_an_odeified_vit_is_named_and_the_stacks_own_works():
+    import timm
+    import timm_odevit  # noqa: F401
+    model = timm.create_model('vit_odeified', base='vit_tiny_patch16_224', img_size=32, patch_size=8, depth=3,
+                              num_classes=10, embed_dim=32, num_heads=2)
+    model.blocks.set_train_depth((1, 3))
+    model.set_grad_checkpointing(True)  # timm's: checkpoint_seq steps through the intervals
+    with pytest.raises(ValueError, match="timm's grad checkpointing.*set blocks.grad_checkpointing = True"):
+        model.train()(torch.randn(2, 3, 32, 32))
+    model.set_grad_checkpointing(False)
+    model.blocks.grad_checkpointing = True
+    model(torch.randn(2, 3, 32, 32)).sum().backward()
+    assert all(p.grad is not None for p in model.blocks.field.parameters())
+
+
 def test_turning_it_off_restores_the_fixed_grid_training_forward():
     stack, x = _stack(steps=3), _x()
     reference = copy.deepcopy(stack).train()

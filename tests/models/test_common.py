@@ -214,7 +214,35 @@ def test_released_bvit_fine_tunes_with_separate_stage_heads():
     assert torch.allclose(model.eval()(X), plain(X))
 
 
+def test_a_grey_model_normalizes_one_channel():
+    """in_chans=1: timm's transform must produce one normalized channel (mean / std averaged over R, G, B)."""
+    from PIL import Image
+    from timm.data import create_transform, resolve_data_config
+    model = timm.create_model('odevit_tiny_cifar.c10', pretrained=True, in_chans=1).eval()
+    config = resolve_data_config(model=model)
+    rgb = timm.create_model('odevit_tiny_cifar').pretrained_cfg
+    assert config['mean'] == pytest.approx((sum(rgb['mean']) / 3,)) and config['std'] == pytest.approx((sum(rgb['std']) / 3,))
+    image = create_transform(**config)(Image.new('L', (32, 32), 128))
+    assert image.shape == (1, 32, 32) and model(image[None]).shape == (1, 10)
+
+
+@pytest.mark.parametrize('name,gp', [('bvit_tiny_cifar.c10', 'avg'), ('odevit_tiny_cifar.c10', 'map')])
+def test_fine_tuning_with_another_global_pool(name, gp, caplog):
+    """As timm's ViT: with a new classifier the new pooling head starts fresh (warned) and the rest loads; with the
+    weights' classifier kept, the error names global_pool, not the weights."""
+    model = timm.create_model(name, pretrained=True, num_classes=100, global_pool=gp)
+    plain = timm.create_model(name, pretrained=True)
+    for key, value in plain.blocks.field.state_dict().items():
+        assert torch.equal(model.blocks.field.state_dict()[key], value), key
+    assert f"global_pool='{gp}' differs from the pretrained weights" in caplog.text
+    assert model.eval()(X).shape == (X.shape[0], 100)
+    with pytest.raises(ValueError, match='another global_pool') as err:
+        timm.create_model(name, pretrained=True, global_pool=gp)
+    assert 'Re-download' not in str(err.value)
+
+
 @pytest.mark.parametrize('name,kwargs', [('odevit_tiny_cifar', {'img_size': 48}), ('bvit_tiny_cifar', {'in_chans': 1}),
+                                         ('odevit_tiny_cifar', {'in_chans': 4}),
                                          ('vit_odeified', {'base': 'vit_tiny_patch16_224', 'depth': 2, 'img_size': 32,
                                                            'patch_size': 4})])
 def test_data_config_is_the_size_the_model_was_built_for(name, kwargs):
@@ -222,5 +250,6 @@ def test_data_config_is_the_size_the_model_was_built_for(name, kwargs):
     from timm.data import resolve_data_config
     model = timm.create_model(name, **kwargs)
     size = (kwargs.get('in_chans', 3), *(2 * (kwargs.get('img_size', 32),)))
-    assert resolve_data_config(model=model)['input_size'] == size
+    config = resolve_data_config(model=model)
+    assert config['input_size'] == size and len(config['mean']) == len(config['std']) == size[0]
     assert timm.create_model('odevit_tiny_cifar').pretrained_cfg['input_size'] == (3, 32, 32)  # defaults untouched

@@ -277,3 +277,13 @@ def test_fullgraph_compile_keeps_the_finiteness_checks_in_the_graph(name):
 def test_a_vit_depth_argument_names_what_stands_for_it(name, dial):
     with pytest.raises(TypeError, match=f'{name} has no depth argument: its depth is {dial}'):
         timm.create_model(name, depth=12)
+
+
+@pytest.mark.parametrize('family', ['odevit', 'bvit'])
+def test_blocks_replaced_by_a_sequential_of_the_intervals_still_run(family):
+    """What a timm ViT allows: ``model.blocks = nn.Sequential(*model.blocks)`` steps through the same intervals."""
+    model = _build(family)
+    with torch.no_grad():
+        expected = model(_x())
+        model.blocks = torch.nn.Sequential(*model.blocks)
+        torch.testing.assert_close(model(_x()), expected)

@@ -136,8 +136,8 @@ class DepthInterval(nn.Module):
                 f'interval {self.index} belongs to a grid that has since changed (set_solver, set_iterations, '
                 'truncation or pruning): it was kept from before, e.g. by a torch.fx graph (rebuild the features_only '
                 '/ create_feature_extractor model) or a saved reference (take model.blocks[i] again)')
-        stack._refuse_drawn(f'interval {self.index} (a hook on it, forward_intermediates or a torch.fx graph) steps '
-                            'through', self.training)
+        stack._refuse_drawn(f'interval {self.index} (a hook on it, forward_intermediates, a torch.fx graph or timm\'s '
+                            'grad checkpointing of a ViT\'s blocks) steps through', self.training)
         return stack._run_interval(x, self.index)
 
     def extra_repr(self) -> str:
@@ -377,7 +377,44 @@ class ContinuousDepthStack(nn.Module):
                 raise IndexError(f'a continuous-depth stack can only be cut to its first n intervals ([:n], '
                                  f'1 <= n <= {len(self)}), got {item}')
             return self._view(stop)
+        if not is_int(item) or not -len(self) <= item < len(self):
+            raise IndexError(f'interval index {item!r} out of range for {len(self)} intervals')
         return self._modules[str(range(len(self))[item])]
+
+    # nn.Sequential's edits: the intervals are grid steps of one shared field, not separate blocks
+    def _not_editable(self, edit: str):
+        raise TypeError(
+            f'{edit} cannot edit a ContinuousDepthStack: its intervals are the grid steps of one shared field, not '
+            'separate blocks. Change the depth with set_solver(steps=N) / set_iterations(N) (the model\'s or the '
+            'stack\'s) or truncate(n); put other modules before or after the stack')
+
+    def __setitem__(self, index, module) -> None:
+        self._not_editable('blocks[i] = ...')
+
+    def __delitem__(self, index) -> None:
+        self._not_editable('del blocks[i]')
+
+    def append(self, module: nn.Module):
+        self._not_editable('append')
+
+    def extend(self, modules):
+        self._not_editable('extend')
+
+    def insert(self, index: int, module: nn.Module):
+        self._not_editable('insert')
+
+    def pop(self, index=-1):
+        self._not_editable('pop')
+
+    def add_module(self, name: str, module: Optional[nn.Module]) -> None:
+        # re-adding a child as itself is what module converters do (torch's convert_sync_batchnorm, train.py --sync-bn)
+        if self._modules.get(name) is not module or module is None:
+            self._not_editable(f'add_module({name!r}, ...)')
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, nn.Module) and self._modules.get(name) is not value:
+            self._not_editable(f'setting a module attribute ({name!r})')
+        super().__setattr__(name, value)
 
     def _view(self, n: int) -> 'ContinuousDepthStack':
         """The first n intervals: the same interval modules, a truncated solver, shared counters."""
@@ -458,7 +495,9 @@ class ContinuousDepthStack(nn.Module):
             raise ValueError(
                 f'train_depth draws the depth of every training forward, but {what} the configured grid '
                 f'({self.solver.describe()}): in training mode, call the model (or the stack) itself; read intervals '
-                '(hooks, forward_intermediates, torch.fx graphs) in eval mode, or set train_depth=None')
+                '(hooks, forward_intermediates, torch.fx graphs) in eval mode, or set train_depth=None. For grad '
+                'checkpointing, set blocks.grad_checkpointing = True (each field evaluation is recomputed) instead '
+                'of timm\'s model.set_grad_checkpointing() on an odeified ViT')
 
     def _run_interval(self, x: torch.Tensor, i: int) -> torch.Tensor:
         states, evals = self._integrate(x, [i + 1], start=i)

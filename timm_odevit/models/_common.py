@@ -1,6 +1,7 @@
 """What the model families share on top of timm's ``VisionTransformer``: the base class whose
 ``blocks`` is a :class:`ContinuousDepthStack`, input checks, checkpoint filtering, CIFAR cfgs."""
 import contextlib
+import logging
 import math
 import pathlib
 import re
@@ -15,6 +16,8 @@ from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_
 from .._checks import is_int, is_real
 from ..layers import ContinuousDepthStack, SolverConfig
 from ..layers.solver import checks_enabled, is_non_finite
+
+_logger = logging.getLogger(__name__)
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -170,11 +173,43 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTrans
     out = _init_missing_stage_heads(out, model)
     # classifiers / first conv are adapted by timm after this filter (num_classes, in_chans)
     cfg = getattr(model, 'pretrained_cfg', None) or {}
+    out, pooling_adapted = _adapt_pooling_head(out, model, cfg)
     classifiers = cfg.get('classifier') or 'head'
     classifiers = (classifiers,) if isinstance(classifiers, str) else tuple(classifiers)
-    allow = tuple(f'{c}.' for c in classifiers) + ('stage_heads.', f"{cfg.get('first_conv') or 'patch_embed.proj'}.")
+    allow = tuple(f'{c}.' for c in classifiers) + ('stage_heads.', f"{cfg.get('first_conv') or 'patch_embed.proj'}.") \
+        + (POOLING_HEAD if pooling_adapted else ())
     check_state_dict(model, out, source='pretrained weights', allow=allow)
     return out
+
+
+POOLING_HEAD = ('norm.', 'fc_norm.', 'attn_pool.')
+
+
+class ModelArgsMismatch(ValueError):
+    """Sound weights that the model was built not to take (its args, not the file, are what to change)."""
+
+
+def _adapt_pooling_head(state: Dict[str, torch.Tensor], model: nn.Module,
+                        cfg: dict) -> Tuple[Dict[str, torch.Tensor], bool]:
+    """Weights trained with another ``global_pool`` than the model's (timm's ViT puts the final norm at
+    ``norm`` for 'token' / 'map', at ``fc_norm`` for 'avg'; 'map' adds ``attn_pool``). When the classifier
+    is replaced (``num_classes`` differs from the weights', where timm loads non-strictly), the pooling head
+    the weights lack starts fresh (warned) and theirs is dropped, as timm's ViT does; otherwise a ValueError
+    names ``global_pool`` instead of calling the weights another architecture. Returns (state, adapted)."""
+    own = model.state_dict()
+    fresh = sorted(k for k in own if k.startswith(POOLING_HEAD) and k not in state)
+    dropped = sorted(k for k in state if k.startswith(POOLING_HEAD) and k not in own)
+    if not fresh and not dropped:
+        return state, False
+    pool = getattr(model, 'global_pool', None)
+    if cfg.get('num_classes') is None or model.num_classes == cfg.get('num_classes'):
+        raise ModelArgsMismatch(
+            f'the pretrained weights were trained with another global_pool than the model\'s {pool!r} (their pooling '
+            f'head has {dropped[:3]}, the model\'s {fresh[:3]}): build the model with the weights\' global_pool, or '
+            'fine-tune a new classifier (num_classes=N), with which the new pooling head starts fresh')
+    _logger.warning(f'global_pool={pool!r} differs from the pretrained weights\': {fresh} start fresh, '
+                    f'{dropped} are not loaded (the classifier is new too: num_classes={model.num_classes})')
+    return {k: v for k, v in state.items() if k not in dropped}, True
 
 
 def _init_missing_stage_heads(state: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str, torch.Tensor]:
@@ -206,11 +241,16 @@ def _weights_source(variant: str, kwargs: dict) -> str:
     return variant
 
 
-def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) -> nn.Module:
+def build_continuous_depth_model(cls, variant: str, pretrained: bool, released: Optional[Dict[str, dict]] = None,
+                                 **kwargs) -> nn.Module:
     """timm's ``build_model_with_cfg`` with our checkpoint filter and getter features; an error while
     reading pretrained weights (truncated or corrupt safetensors / pickle, unreadable file, weights of
-    another model) becomes a ValueError that names the weights' source and what to do."""
+    another model) becomes a ValueError that names the weights' source and what to do. ``released``:
+    the settings each tag's weights were trained with (see :func:`released_model_args`); those applied are
+    recorded as construction args, so ``save_for_hf`` / ``push_to_hf_hub`` export them with the weights."""
     from timm.models import build_model_with_cfg
+    applied = released_model_args(variant, pretrained, kwargs, released or {})
+    kwargs = dict(applied, **kwargs)
     if 'depth' in kwargs and isinstance(cls, type):  # timm's ViT kwarg: say what stands for it, not a bare TypeError
         dial = 'iterations=N (recurrent iterations of the one block)' if 'bvit' in variant else \
             'steps=N (Euler steps of the one field over t in [0, 1])'
@@ -223,34 +263,48 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
         frames = traceback.extract_tb(e.__traceback__)
         if not pretrained or not any(frame.name == 'load_pretrained' for frame in frames):
             raise
-        raise ValueError(
-            f'could not load the pretrained weights of {variant} from {_weights_source(variant, kwargs)}: '
-            f'{type(e).__name__}: {e}. Re-download or re-export the weights (odevit-export), or check that they '
-            'belong to this model (timm_odevit.hub.verify_folder tells what a folder lacks)') from e
+        advice = '' if isinstance(e, ModelArgsMismatch) else (
+            '. Re-download or re-export the weights (odevit-export), or check that they belong to this model '
+            '(timm_odevit.hub.verify_folder tells what a folder lacks)')
+        raise ValueError(f'could not load the pretrained weights of {variant} from '
+                         f'{_weights_source(variant, kwargs)}: {type(e).__name__}: {e}{advice}') from e
     # the input size the data pipeline resolves (train.py, timm.data.resolve_data_config) is the one the
     # model was built for (img_size / in_chans given at creation), not the registered default
     embed = getattr(model, 'patch_embed', None)  # None for features_only wrappers
     img_size = getattr(embed, 'img_size', None)
     size = (embed.proj.in_channels, *img_size) if img_size else None
     if size and tuple(model.pretrained_cfg.get('input_size', ())) != size:
-        model.pretrained_cfg = model.default_cfg = dict(model.pretrained_cfg, input_size=size)
+        model.pretrained_cfg = model.default_cfg = dict(
+            model.pretrained_cfg, input_size=size,
+            **{k: per_channel(model.pretrained_cfg[k], size[0]) for k in ('mean', 'std') if k in model.pretrained_cfg})
+    if applied:  # timm's factory records only the caller's kwargs (over these)
+        model._model_args = dict(getattr(model, '_model_args', {}), **applied)
     return model
 
 
-def apply_released_model_args(variant: str, pretrained: bool, kwargs: dict, released: Dict[str, dict]) -> dict:
-    """With ``pretrained=True`` on a registered tag, default the model args (solver settings) to those
-    the released weights of the tag were trained with; explicit kwargs win. Not for other weights: a
-    saved config (``local-dir:``, ``hf-hub:``, which brings its own model args) or an overlaid source."""
+def per_channel(values: Sequence[float], channels: int) -> Tuple[float, ...]:
+    """Normalization ``mean`` / ``std`` for ``channels`` input channels, as timm's ``adapt_input_conv`` maps
+    an RGB first conv: one channel takes the average, more channels repeat R, G, B cyclically."""
+    values = tuple(values)
+    if len(values) == channels:
+        return values
+    if channels == 1:
+        return (sum(values) / len(values),)
+    return tuple(values[i % len(values)] for i in range(channels))
+
+
+def released_model_args(variant: str, pretrained: bool, kwargs: dict, released: Dict[str, dict]) -> dict:
+    """With ``pretrained=True`` on a registered tag, the model args (solver settings) the released weights
+    of the tag were trained with that ``kwargs`` does not set (explicit kwargs win). None for other weights:
+    a saved config (``local-dir:``, ``hf-hub:``, which brings its own model args) or an overlaid source."""
     overlay = kwargs.get('pretrained_cfg_overlay') or {}
-    if (kwargs.get('pretrained_model_args') is not None or isinstance(kwargs.get('pretrained_cfg'), dict)
+    if (not pretrained or not released or kwargs.get('pretrained_model_args') is not None
+            or isinstance(kwargs.get('pretrained_cfg'), dict)
             or any(overlay.get(k) for k in ('file', 'url', 'hf_hub_id', 'state_dict'))):
-        return kwargs
-    if pretrained and released:
-        from timm.models._builder import resolve_pretrained_cfg
-        cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'))
-        for k, v in released.get(f'{variant}.{cfg.tag}', {}).items():
-            kwargs.setdefault(k, v)
-    return kwargs
+        return {}
+    from timm.models._builder import resolve_pretrained_cfg
+    cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'))
+    return {k: v for k, v in released.get(f'{variant}.{cfg.tag}', {}).items() if k not in kwargs}
 
 
 def check_num_classes(num_classes) -> None:
@@ -450,7 +504,8 @@ class ContinuousDepthViT(VisionTransformer):
         """timm's; with the solver's ``check_finite`` on, logits that overflowed from a finite but huge
         final state raise FloatingPointError instead of coming back as NaN/Inf."""
         out = super().forward_head(x, pre_logits=pre_logits)
-        if pre_logits or isinstance(out, torch.fx.Proxy) or not self.blocks.solver.check_finite or not checks_enabled():
+        check = getattr(getattr(self.blocks, 'solver', None), 'check_finite', False)  # blocks may be replaced
+        if pre_logits or isinstance(out, torch.fx.Proxy) or not check or not checks_enabled():
             return out
         if is_non_finite(out, 'the logits are not finite (NaN/Inf): they overflowed in the head from a huge final '
                          'state, or the weights are corrupted'):

@@ -24,7 +24,7 @@ from timm.models import generate_default_cfgs, register_model
 
 from ..layers import SPECTRAL_INIT_TYPES, ODEViTField, SolverConfig, spectral_init_
 from ._common import (
-    CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, apply_released_model_args,
+    CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT,
     build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg, reset_parameters_,
 )
 
@@ -221,8 +221,7 @@ default_cfgs = generate_default_cfgs({
 
 
 def _create_odevit(variant: str, pretrained: bool = False, **kwargs) -> ODEViT:
-    kwargs = apply_released_model_args(variant, pretrained, kwargs, RELEASED_MODEL_ARGS)
-    return build_continuous_depth_model(ODEViT, variant, pretrained, **kwargs)
+    return build_continuous_depth_model(ODEViT, variant, pretrained, released=RELEASED_MODEL_ARGS, **kwargs)
 
 
 @register_model
