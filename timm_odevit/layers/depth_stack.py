@@ -114,7 +114,8 @@ class DepthInterval(nn.Module):
     every kind, in-place edits, ``torch.no_grad`` on some intervals and weight changes between calls
     behave as with timm's blocks. Interval 0 registers the shared field (parameters
     ``blocks.0.field.*``); the others hold no parameters, so ``requires_grad_(False)`` on
-    ``blocks[0]`` freezes the field for every interval, and on another interval does nothing.
+    ``blocks[0]`` freezes the field for every interval, and on another interval does nothing; so do
+    ``train()`` / ``eval()`` (the field's dropout).
     Registering it under ``blocks.0`` is what lets timm's own code treat it as depth: its ViT
     ``group_matcher`` (``^blocks\.(\d+)``) puts it between stem and head for layer-wise lr decay.
     ``self.stack`` is a plain reference, not a child module.
