@@ -173,12 +173,11 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTrans
     out = _init_missing_stage_heads(out, model)
     # classifiers / first conv are adapted by timm after this filter (num_classes, in_chans)
     cfg = getattr(model, 'pretrained_cfg', None) or {}
-    out, pooling_adapted = _adapt_pooling_head(out, model, cfg)
     classifiers = cfg.get('classifier') or 'head'
     classifiers = (classifiers,) if isinstance(classifiers, str) else tuple(classifiers)
-    allow = tuple(f'{c}.' for c in classifiers) + ('stage_heads.', f"{cfg.get('first_conv') or 'patch_embed.proj'}.") \
-        + (POOLING_HEAD if pooling_adapted else ())
-    check_state_dict(model, out, source='pretrained weights', allow=allow)
+    allow = tuple(f'{c}.' for c in classifiers) + ('stage_heads.', f"{cfg.get('first_conv') or 'patch_embed.proj'}.")
+    out, pooling_adapted = _adapt_pooling_head(out, model, cfg, allow)
+    check_state_dict(model, out, source='pretrained weights', allow=allow + (POOLING_HEAD if pooling_adapted else ()))
     return out
 
 
@@ -189,18 +188,20 @@ class ModelArgsMismatch(ValueError):
     """Sound weights that the model was built not to take (its args, not the file, are what to change)."""
 
 
-def _adapt_pooling_head(state: Dict[str, torch.Tensor], model: nn.Module,
-                        cfg: dict) -> Tuple[Dict[str, torch.Tensor], bool]:
+def _adapt_pooling_head(state: Dict[str, torch.Tensor], model: nn.Module, cfg: dict,
+                        allow: tuple) -> Tuple[Dict[str, torch.Tensor], bool]:
     """Weights trained with another ``global_pool`` than the model's (timm's ViT puts the final norm at
     ``norm`` for 'token' / 'map', at ``fc_norm`` for 'avg'; 'map' adds ``attn_pool``). When the classifier
     is replaced (``num_classes`` differs from the weights', where timm loads non-strictly), the pooling head
     the weights lack starts fresh (warned) and theirs is dropped, as timm's ViT does; otherwise a ValueError
-    names ``global_pool`` instead of calling the weights another architecture. Returns (state, adapted)."""
+    names ``global_pool`` instead of calling the weights another architecture. Only when the pooling head is
+    all that differs (outside ``allow``, the prefixes adapted later). Returns (state, adapted)."""
     own = model.state_dict()
-    fresh = sorted(k for k in own if k.startswith(POOLING_HEAD) and k not in state)
-    dropped = sorted(k for k in state if k.startswith(POOLING_HEAD) and k not in own)
-    if not fresh and not dropped:
+    differ = [k for k in set(own) ^ set(state) if not k.startswith(allow)]
+    if not differ or not all(k.startswith(POOLING_HEAD) for k in differ):
         return state, False
+    fresh = sorted(k for k in differ if k in own)
+    dropped = sorted(k for k in differ if k in state)
     pool = getattr(model, 'global_pool', None)
     if cfg.get('num_classes') is None or model.num_classes == cfg.get('num_classes'):
         raise ModelArgsMismatch(
