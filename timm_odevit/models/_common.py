@@ -296,7 +296,7 @@ def per_channel(values: Sequence[float], channels: int) -> Tuple[float, ...]:
 
 def released_model_args(variant: str, pretrained: bool, kwargs: dict, released: Dict[str, dict]) -> dict:
     """With ``pretrained=True`` on a registered tag, the model args (solver settings) the released weights
-    of the tag were trained with that ``kwargs`` does not set (explicit kwargs win). None for other weights:
+    of the tag were trained with that ``kwargs`` does not set (explicit kwargs win). Empty for other weights:
     a saved config (``local-dir:``, ``hf-hub:``, which brings its own model args) or an overlaid source."""
     overlay = kwargs.get('pretrained_cfg_overlay') or {}
     if (not pretrained or not released or kwargs.get('pretrained_model_args') is not None
