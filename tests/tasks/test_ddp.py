@@ -58,7 +58,8 @@ def _worker(rank, world, case, port):
             task.train()
             out = task(x, y)
             out['loss'].backward()
-            depths.append(depth_stack(task.trainable_module.module).nfe)
+            if case == 'odevit_train_depth':
+                depths.append(depth_stack(task.trainable_module.module).nfe)
             grads = torch.cat([p.grad.flatten() for p in params])
             gathered = [torch.zeros_like(grads) for _ in range(world)]
             dist.all_gather(gathered, grads)
