@@ -37,6 +37,9 @@ def test_trajectory_and_attention_shapes(model, image):
     mass = analysis.cls_attention_mass(model, maps)
     assert mass.shape == (7, 1, 8, 8)
     torch.testing.assert_close(mass.sum((-2, -1)), torch.ones(7, 1))
+    with pytest.raises(ValueError, match='pass grid'):
+        analysis.cls_attention_mass(model, maps[..., :-16, :-16])  # the maps of a smaller input
+    assert analysis.cls_attention_mass(model, maps[..., :-16, :-16], grid=(6, 8)).shape == (7, 1, 6, 8)
     assert analysis.time_points(model).tolist() == pytest.approx([k / 6 for k in range(7)])
 
 

@@ -98,15 +98,20 @@ def attention_maps(model: nn.Module, states: torch.Tensor) -> torch.Tensor:
     return torch.stack([field_attention(model, z) for z in states])
 
 
-def cls_attention_mass(model: nn.Module, maps: torch.Tensor) -> torch.Tensor:
+def cls_attention_mass(model: nn.Module, maps: torch.Tensor,
+                       grid: Optional[Tuple[int, int]] = None) -> torch.Tensor:
     """[CLS] -> patch attention (mean over heads, renormalised over patches) on the patch grid:
-    (P + 1, B, h, w)."""
+    (P + 1, B, h, w). ``grid``: (h, w) of the input's patches (default: the model's built size; give it
+    for another input size, e.g. ``model.patch_embed.dynamic_feat_size(x.shape[-2:])``)."""
     if not getattr(model, 'has_class_token', False):
         raise ValueError('the model has no [CLS] token')
     n_prefix = model.num_prefix_tokens
     mass = maps[:, :, :, 0, n_prefix:].mean(2)  # (P + 1, B, M)
     mass = mass / mass.sum(-1, keepdim=True)
-    h, w = model.patch_embed.grid_size
+    h, w = grid if grid is not None else model.patch_embed.grid_size
+    if h * w != mass.shape[-1]:
+        raise ValueError(f'the maps have {mass.shape[-1]} patches but the grid is {h}x{w}'
+                         + ('' if grid is not None else ' (the built input size): pass grid=(h, w) of the input'))
     return mass.reshape(*mass.shape[:2], h, w)
 
 

@@ -353,6 +353,18 @@ def test_size_not_divisible_by_patch():
         timm.create_model('odevit_tiny_cifar', img_size=30)
 
 
+@pytest.mark.parametrize('name', ['odevit_tiny_cifar', 'bvit_tiny_cifar'])
+def test_dynamic_img_pad_zero_pads_to_the_patch_multiple(name):
+    model = timm.create_model(name, dynamic_img_size=True, dynamic_img_pad=True).eval()
+    x = torch.randn(2, 3, 30, 34)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), model(torch.nn.functional.pad(x, (0, 2, 0, 2))))
+        assert model.forward_intermediates(x, indices=1)[1][0].shape == (2, model.embed_dim, 8, 9)
+    fixed = timm.create_model(name, dynamic_img_pad=True)  # a fixed size divisible by the patch: padding is a no-op
+    with pytest.raises(ValueError, match='built for 32x32 images, got 30x30'):
+        fixed(torch.randn(1, 3, 30, 30))
+
+
 def test_unknown_kwargs_and_bad_solver_args():
     with pytest.raises(TypeError):
         timm.create_model('odevit_tiny_cifar', not_an_arg=1)

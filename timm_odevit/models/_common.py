@@ -69,6 +69,7 @@ def check_image_input(
         img_size: Tuple[int, int],
         patch_size: Tuple[int, int],
         dynamic_img_size: bool,
+        dynamic_img_pad: bool = False,
 ) -> None:
     """Raise ValueError for an input the model cannot take, naming what is wrong."""
     if x.ndim != 4:
@@ -77,8 +78,9 @@ def check_image_input(
         raise ValueError(f'model takes {in_chans} input channels, got {x.shape[1]} (input shape {tuple(x.shape)})')
     H, W = x.shape[-2:]
     if dynamic_img_size:
-        if H % patch_size[0] or W % patch_size[1]:
-            raise ValueError(f'image size {H}x{W} is not divisible by the patch size {patch_size[0]}x{patch_size[1]}')
+        if not dynamic_img_pad and (H % patch_size[0] or W % patch_size[1]):
+            raise ValueError(f'image size {H}x{W} is not divisible by the patch size {patch_size[0]}x{patch_size[1]}; '
+                             'create the model with dynamic_img_pad=True to zero-pad it to the next multiple')
     elif (H, W) != tuple(img_size):
         raise ValueError(
             f'model was built for {img_size[0]}x{img_size[1]} images, got {H}x{W}; create it with img_size=({H}, {W}) '
@@ -89,7 +91,8 @@ class CheckedPatchEmbed(PatchEmbed):
     """timm's PatchEmbed, raising a ValueError that names the problem for an input it cannot take."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_image_input(x, self.proj.in_channels, self.img_size, self.patch_size, not self.strict_img_size)
+        check_image_input(x, self.proj.in_channels, self.img_size, self.patch_size, not self.strict_img_size,
+                          self.dynamic_img_pad)
         return super().forward(x)
 
 
@@ -399,6 +402,7 @@ class ContinuousDepthViT(VisionTransformer):
             final_norm: bool,
             fc_norm: Optional[bool],
             dynamic_img_size: bool,
+            dynamic_img_pad: bool,
             drop_rate: float,
             pos_drop_rate: float,
             patch_drop_rate: float,
@@ -416,8 +420,8 @@ class ContinuousDepthViT(VisionTransformer):
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
             global_pool=global_pool, embed_dim=embed_dim, depth=0, num_heads=num_heads, mlp_ratio=mlp_ratio,
             class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
-            dynamic_img_size=dynamic_img_size, drop_rate=drop_rate, pos_drop_rate=pos_drop_rate,
-            patch_drop_rate=patch_drop_rate, weight_init='skip', embed_layer=CheckedPatchEmbed,
+            dynamic_img_size=dynamic_img_size, dynamic_img_pad=dynamic_img_pad, drop_rate=drop_rate,
+            pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate, weight_init='skip', embed_layer=CheckedPatchEmbed,
             norm_layer=nn.LayerNorm, device=device, dtype=dtype)
         self.pos_embed = nn.Parameter(torch.zeros(
             1, int(class_token) + self.patch_embed.num_patches, embed_dim, device=device, dtype=dtype))

@@ -90,6 +90,7 @@ class BViT(ContinuousDepthViT):
             final_norm: bool = True,
             fc_norm: Optional[bool] = None,
             dynamic_img_size: bool = False,
+            dynamic_img_pad: bool = False,
             drop_rate: float = 0.,
             pos_drop_rate: float = 0.,
             patch_drop_rate: float = 0.,
@@ -129,8 +130,8 @@ class BViT(ContinuousDepthViT):
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
             global_pool=global_pool, embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio,
             class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
-            dynamic_img_size=dynamic_img_size, drop_rate=drop_rate, pos_drop_rate=pos_drop_rate,
-            patch_drop_rate=patch_drop_rate, field_drop_rates=dict(
+            dynamic_img_size=dynamic_img_size, dynamic_img_pad=dynamic_img_pad, drop_rate=drop_rate,
+            pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate, field_drop_rates=dict(
                 attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate), **dd)
         self.regime = regime
         block = Block(

@@ -64,6 +64,7 @@ class ODEViT(ContinuousDepthViT):
             head_init: str = 'trunc_normal',
             time_conditioned: bool = False,
             dynamic_img_size: bool = False,
+            dynamic_img_pad: bool = False,
             solver: str = 'euler',
             steps: Optional[int] = None,
             step_size: Optional[float] = None,
@@ -106,6 +107,8 @@ class ODEViT(ContinuousDepthViT):
                 batch 32; bench/sgd_divergence.py). The function class and trained weights are the same.
             time_conditioned: non-autonomous field ψ(t, X) with a learned time code.
             dynamic_img_size: accept any input size divisible by the patch (pos-embed resampled).
+            dynamic_img_pad: zero-pad the input (right, bottom) to a multiple of the patch, so that with
+                dynamic_img_size any size is taken (timm's ViT).
             solver, steps, step_size, t_end, rtol, atol, adjoint, check_finite, solver_options: the
                 :class:`SolverConfig` (method = ``solver``, options = ``solver_options``).
             train_depth: anytime training, (lo, hi): each training forward integrates [0, t_end] in a number of
@@ -120,8 +123,8 @@ class ODEViT(ContinuousDepthViT):
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
             global_pool=global_pool, embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio,
             class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
-            dynamic_img_size=dynamic_img_size, drop_rate=drop_rate, pos_drop_rate=pos_drop_rate,
-            patch_drop_rate=patch_drop_rate, field_drop_rates=dict(
+            dynamic_img_size=dynamic_img_size, dynamic_img_pad=dynamic_img_pad, drop_rate=drop_rate,
+            pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate, field_drop_rates=dict(
                 attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate), **dd)
         self.head_init = head_init
         field = ODEViTField(
