@@ -300,6 +300,17 @@ def test_bad_indices():
         solve(_field(), torch.randn(1, 2, 16), SolverConfig(steps=4), [3, 2])
 
 
+@pytest.mark.parametrize('config', [SolverConfig(steps=4), SolverConfig(method='dopri5', steps=4),
+                                    SolverConfig(method='dopri5', steps=4, adjoint=True),
+                                    SolverConfig(method='implicit_adams', steps=4)], ids=lambda c: c.describe())
+def test_an_empty_batch_integrates_to_an_empty_batch(config):
+    """timm's ViT takes a batch of 0 images; so must every solver (an adaptive one's step-size control divided
+    by the zero-size error norm and reported 'underflow in dt')."""
+    field = _field()
+    out = solve(field, torch.randn(0, 3, 16), config, [2, 4], adjoint_params=tuple(field.parameters()))
+    assert out.shape == (2, 0, 3, 16)
+
+
 def test_meta_tensors_keep_shape():
     x0 = torch.empty(2, 5, 16, device='meta')
     field = ODEViTField(16, 2, device='meta')

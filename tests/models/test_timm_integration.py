@@ -7,9 +7,11 @@ import timm
 import torch
 from timm.layers import resample_abs_pos_embed
 from timm.models import VisionTransformer, save_for_hf
+from timm.models._manipulate import reinit_non_persistent_buffers
 from timm.optim import param_groups_layer_decay
 
 import timm_odevit
+from timm_odevit.tasks import DeepSupervisionTask
 from timm_odevit.layers import METHODS, RUNGE_KUTTA_METHODS, ContinuousDepthStack
 from timm_odevit.models import checkpoint_filter_fn, embed_tokens
 
@@ -108,6 +110,47 @@ def test_set_input_size_and_set_solver_survive_save_for_hf(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), model(x))
     assert loaded.nfe == model.nfe == 4
+
+
+@pytest.mark.parametrize('family', ['odevit', 'bvit'])
+def test_the_data_config_follows_the_input_size_unless_the_caller_overlays_it(family):
+    """timm's ViT keeps a pretrained_cfg_overlay input_size; ours too. Without one, the resolved size is the
+    model's, at creation and after set_input_size (what a save_for_hf reload resolves)."""
+    model = _build(family, dynamic_img_size=True, pretrained_cfg_overlay=dict(input_size=(3, 48, 48)))
+    assert timm.data.resolve_model_data_config(model)['input_size'] == (3, 48, 48)
+    model = _build(family, img_size=48)
+    assert timm.data.resolve_model_data_config(model)['input_size'] == (3, 48, 48)
+    model.set_input_size((64, 64))
+    assert timm.data.resolve_model_data_config(model)['input_size'] == (3, 64, 64)
+
+
+@pytest.mark.parametrize('shorten', ['set_iterations', 'prune'])
+def test_bvit_stages_survive_a_shorter_horizon_and_save_for_hf(shorten, tmp_path):
+    model = _build('bvit', stages=(2, 4))
+    if shorten == 'set_iterations':
+        model.set_iterations(3)
+    else:
+        model.prune_intermediate_layers([2], prune_head=False)
+    assert model.stages == (2, 4) and len(model.blocks) == 3
+    loaded, config = _reload(model, tmp_path)
+    assert config['model_args']['stages'] == [2, 4] and loaded.stages == (2, 4) and len(loaded.blocks) == 3
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(_x()), model(_x()))
+    with pytest.raises(ValueError, match='outside the horizon'):
+        loaded.forward_stages(_x())
+    with pytest.raises(ValueError, match=r'supervises stages \(2, 4\) but its horizon has 3'):
+        DeepSupervisionTask(loaded, criterion=torch.nn.CrossEntropyLoss())
+    loaded.set_iterations(4)
+    assert len(loaded.forward_stages(_x())) == 2
+
+
+def test_bvit_default_stage_follows_the_horizon():
+    model = _build('bvit')
+    assert model.stages == (4,)
+    model.set_iterations(6)
+    assert model.stages == (6,)
+    with torch.no_grad():
+        torch.testing.assert_close(model.forward_stages(_x())[-1], model(_x()))
 
 
 @pytest.mark.parametrize('regime', ['recurrent', 'ode'])
@@ -241,6 +284,24 @@ def test_a_model_built_on_the_meta_device_is_fully_initialised_by_init_weights(n
     norm = next(m for m in model.modules() if hasattr(m, 'weight') and 'Norm' in type(m).__name__)
     assert torch.equal(norm.weight, torch.ones_like(norm.weight))  # reset to its init, not random
 
+
+
+def test_computed_buffers_are_rebuilt_by_init_weights_and_timms_hook():
+    """The time code's frequencies are a non-persistent (computed) buffer: init_weights after to_empty and
+    timm's reinit_non_persistent_buffers (after half(), or a meta load with assign=True) recompute them."""
+    ref = timm.create_model('odevit_tiny_cifar', steps=2, time_conditioned=True).eval()
+    torch.nn.init.normal_(ref.field.time_embed.proj.weight, std=.5)  # as after training
+    model = timm.create_model('odevit_tiny_cifar', steps=2, time_conditioned=True, device='meta').to_empty(device='cpu')
+    model.init_weights()
+    model.load_state_dict(ref.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(_x()), ref(_x()))
+    meta = timm.create_model('odevit_tiny_cifar', steps=2, time_conditioned=True, device='meta')
+    meta.load_state_dict(ref.state_dict(), assign=True)
+    assert 'field.time_embed' in ' '.join(reinit_non_persistent_buffers(meta.half().float()))
+    with torch.no_grad():
+        torch.testing.assert_close(meta.eval()(_x()), ref(_x()), atol=2e-3, rtol=2e-3)
+    assert torch.equal(meta.field.time_embed.freqs, ref.field.time_embed.freqs)
 
 
 @pytest.mark.parametrize('name', ['odevit_tiny_cifar', 'bvit_tiny_cifar'])

@@ -28,10 +28,22 @@ class TimeEmbedding(nn.Module):
 
     def __init__(self, dim: int, num_frequencies: int = 8, period: float = 1.0, device=None, dtype=None):
         super().__init__()
-        self.register_buffer(
-            'freqs', 2 * math.pi * torch.arange(1, num_frequencies + 1, device=device, dtype=torch.float32) / period,
-            persistent=False)
+        self.num_frequencies, self.period = num_frequencies, period
+        self.register_buffer('freqs', self._frequencies(device), persistent=False)  # computed, not saved
         self.proj = nn.Linear(2 * num_frequencies, dim, bias=False, device=device, dtype=dtype)
+        nn.init.zeros_(self.proj.weight)
+
+    def _frequencies(self, device=None) -> torch.Tensor:
+        return 2 * math.pi * torch.arange(1, self.num_frequencies + 1, device=device, dtype=torch.float32) / self.period
+
+    def init_non_persistent_buffers(self) -> None:
+        """Recompute ``freqs`` (float32, on the weights' device): timm's hook for computed buffers
+        (``timm.models._manipulate.reinit_non_persistent_buffers``), e.g. after ``to_empty`` or ``half()``."""
+        self.freqs = self._frequencies(self.proj.weight.device)
+
+    def reset_parameters(self) -> None:
+        """The initial state: W = 0, ``freqs`` recomputed (a meta-device build moved with ``to_empty``)."""
+        self.init_non_persistent_buffers()
         nn.init.zeros_(self.proj.weight)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:

@@ -266,6 +266,9 @@ def solve(
             if k + start in wanted:
                 states.append(x)
         states = torch.stack(states)
+    elif x0.numel() == 0:  # an empty batch: torchdiffeq's step-size control divides by its zero-size norm
+        dx = func(grid[0], x0)  # one evaluation checks the shapes and keeps the parameters in the graph
+        states = torch.stack([x0 + 0 * dx] * len(indices))
     else:
         _check_precision(x0, config)
         t = grid[[0, *(i - start for i in indices)]] if len(indices) < len(grid) - 1 else grid

@@ -273,17 +273,29 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, released: 
         raise ValueError(f'could not load the pretrained weights of {variant} from '
                          f'{_weights_source(variant, kwargs)}: {type(e).__name__}: {e}{advice}') from e
     # the input size the data pipeline resolves (train.py, timm.data.resolve_data_config) is the one the
-    # model was built for (img_size / in_chans given at creation), not the registered default
-    embed = getattr(model, 'patch_embed', None)  # None for features_only wrappers
-    img_size = getattr(embed, 'img_size', None)
-    size = (embed.proj.in_channels, *img_size) if img_size else None
-    if size and tuple(model.pretrained_cfg.get('input_size', ())) != size:
-        model.pretrained_cfg = model.default_cfg = dict(
-            model.pretrained_cfg, input_size=size,
-            **{k: per_channel(model.pretrained_cfg[k], size[0]) for k in ('mean', 'std') if k in model.pretrained_cfg})
+    # model was built for (img_size / in_chans given at creation), not the registered default, unless the
+    # caller set it (pretrained_cfg_overlay / a pretrained_cfg dict with input_size: timm's ViT keeps that)
+    overlays = (kwargs.get('pretrained_cfg_overlay'), kwargs.get('pretrained_cfg'))
+    if not any(isinstance(cfg, dict) and 'input_size' in cfg for cfg in overlays):
+        follow_input_size(model)
     if applied:  # timm's factory records only the caller's kwargs (over these)
         model._model_args = dict(getattr(model, '_model_args', {}), **applied)
     return model
+
+
+def follow_input_size(model: nn.Module, built: Optional[Tuple[int, ...]] = None) -> None:
+    """Set ``model.pretrained_cfg``'s input_size (and mean / std per channel) to what the model is built for
+    (its patch embedding's in_chans and img_size). ``built``: change it only if it still says this size."""
+    embed = getattr(model, 'patch_embed', None)  # None for features_only wrappers
+    img_size = getattr(embed, 'img_size', None)
+    size = (embed.proj.in_channels, *img_size) if img_size else None
+    if getattr(model, 'pretrained_cfg', None) is None:  # built by its class, not by timm's factory
+        return
+    current = tuple(model.pretrained_cfg.get('input_size', ()))
+    if size and current != size and (built is None or current == tuple(built)):
+        model.pretrained_cfg = model.default_cfg = dict(
+            model.pretrained_cfg, input_size=size,
+            **{k: per_channel(model.pretrained_cfg[k], size[0]) for k in ('mean', 'std') if k in model.pretrained_cfg})
 
 
 def per_channel(values: Sequence[float], channels: int) -> Tuple[float, ...]:
@@ -421,8 +433,8 @@ class ContinuousDepthViT(VisionTransformer):
             global_pool=global_pool, embed_dim=embed_dim, depth=0, num_heads=num_heads, mlp_ratio=mlp_ratio,
             class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
             dynamic_img_size=dynamic_img_size, dynamic_img_pad=dynamic_img_pad, drop_rate=drop_rate,
-            pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate, weight_init='skip', embed_layer=CheckedPatchEmbed,
-            norm_layer=nn.LayerNorm, device=device, dtype=dtype)
+            pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate, weight_init='skip',
+            embed_layer=CheckedPatchEmbed, norm_layer=nn.LayerNorm, device=device, dtype=dtype)
         self.pos_embed = nn.Parameter(torch.zeros(
             1, int(class_token) + self.patch_embed.num_patches, embed_dim, device=device, dtype=dtype))
 
@@ -497,13 +509,16 @@ class ContinuousDepthViT(VisionTransformer):
         return self.pos_drop(x)
 
     def set_input_size(self, img_size: Optional[Tuple[int, int]] = None, patch_size=None) -> None:
-        """timm's (position embedding resampled, new size recorded in the model args)."""
+        """timm's (position embedding resampled, new size recorded in the model args); ``pretrained_cfg``'s
+        input_size follows unless it said another size than the model's."""
         img = to_2tuple(img_size if img_size is not None else self.patch_embed.img_size)
         patch = to_2tuple(patch_size if patch_size is not None else self.patch_embed.patch_size)
         if not all(is_int(v) and v >= 1 for v in img + patch) or img[0] % patch[0] or img[1] % patch[1]:
             raise ValueError(f'img_size {img} must be positive integers divisible by the patch size {patch}')
+        built = (self.patch_embed.proj.in_channels, *self.patch_embed.img_size)
         with _pos_embed_prefix(self):
             super().set_input_size(img_size=img_size, patch_size=patch_size)
+        follow_input_size(self, built)  # the data config follows, as save_for_hf's reload would resolve it
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         """timm's; with the solver's ``check_finite`` on, logits that overflowed from a finite but huge

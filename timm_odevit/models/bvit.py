@@ -44,14 +44,15 @@ REGIMES = ('recurrent', 'ode')
 STAGE_HEADS = ('shared', 'separate')
 
 
-def _check_stages(stages: Sequence[int], num_points: int) -> Tuple[int, ...]:
+def _check_stages(stages: Sequence[int], num_points: Optional[int] = None) -> Tuple[int, ...]:
+    """``stages`` as a tuple: 1-based, strictly increasing, and within ``num_points`` if given."""
     stages = tuple(stages)
     if not stages or any(isinstance(s, bool) or not isinstance(s, int) for s in stages):
         raise ValueError(f'stages must be a non-empty sequence of integers, got {stages!r}')
     if any(b <= a for a, b in zip(stages, stages[1:])):
         raise ValueError(f'stages must be strictly increasing, got {stages}')
-    if stages[0] < 1 or stages[-1] > num_points:
-        raise ValueError(f'stages {stages} lie outside the horizon: time points are 1..{num_points}')
+    if stages[0] < 1 or (num_points is not None and stages[-1] > num_points):
+        raise ValueError(f'stages {stages} lie outside the horizon: time points are 1..{num_points or "N"}')
     return stages
 
 
@@ -145,7 +146,10 @@ class BViT(ContinuousDepthViT):
         if train_depth is not None and stages is not None and len(stages) > 1:
             raise ValueError('train_depth draws each training forward\'s horizon, deep supervision (stages) '
                              'supervises fixed time points: use one of the two')
-        self.stages = _check_stages(stages if stages is not None else (self.num_time_points,), self.num_time_points)
+        # given stages stay as given when the depth changes (set_iterations, pruning), and may lie beyond the
+        # horizon, so that the model args save_for_hf records rebuild that model; deep supervision checks the
+        # horizon (forward_stages, DeepSupervisionTask). The default, the last point, follows the depth.
+        self._stages = None if stages is None else _check_stages(stages)
         weights = [1.] * len(self.stages) if stage_weights is None else [float(w) for w in stage_weights]
         if (len(weights) != len(self.stages) or not all(math.isfinite(w) and w >= 0 for w in weights)
                 or sum(weights) <= 0):
@@ -183,6 +187,13 @@ class BViT(ContinuousDepthViT):
     def iterations(self) -> int:
         """Current horizon T (recurrent iterations, or ODE time span)."""
         return round(self.blocks.solver.t_end)
+
+    @property
+    def stages(self) -> Tuple[int, ...]:
+        """The supervised time points (1-based): those given at construction, or the last point of the
+        current horizon. Given stages may lie beyond a horizon shortened later: evaluation runs, deep
+        supervision (``forward_stages``) refuses until the horizon reaches them again."""
+        return self._stages if self._stages is not None else (self.num_time_points,)
 
     def set_iterations(self, iterations: int) -> None:
         """Run for ``iterations`` (horizon [0, iterations] in the ODE regime, same step length);

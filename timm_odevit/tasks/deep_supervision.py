@@ -41,6 +41,11 @@ class DeepSupervisionTask(ClassificationTask):
         if not hasattr(inner, 'stage_outputs') or not hasattr(inner, 'stage_weights'):
             raise TypeError(f'{type(inner).__name__} has no stages: deep supervision needs a model with '
                             'stage_outputs and stage_weights (e.g. bvit_* with stages=...)')
+        stages, points = tuple(getattr(inner, 'stages', ())), getattr(inner, 'num_time_points', None)
+        if stages and points is not None and stages[-1] > points:
+            raise ValueError(f'{type(inner).__name__} supervises stages {stages} but its horizon has {points} time '
+                             f'points: build it with iterations >= {stages[-1]} (or set_iterations), or with stages '
+                             f'within 1..{points}')
         inner.stage_outputs = True
         super().__init__(model, *args, **kwargs)
 
