@@ -56,7 +56,9 @@ class SolverConfig:
             (so the actual step is ≤ step_size and lands exactly on t_end). Give one of the two.
         t_end: integration horizon (the model's depth scale s makes [0, 1] ≡ [0, s]).
         rtol, atol: tolerances of adaptive methods (finite numbers > 0).
-        adjoint: backpropagate with the adjoint method (O(1) memory in the number of steps).
+        adjoint: backpropagate with the adjoint method (O(1) memory in the number of steps). Its gradients
+            integrate the adjoint ODE backward on the same grid, so they approach backprop's through the solver
+            only as the grid is refined: on a coarse fixed grid they differ by the discretisation error.
         check_finite: raise ``FloatingPointError`` when the final state holds NaN/Inf (one check
             per integration, not per step). Disable in loops that handle it themselves.
         options: extra torchdiffeq options of the method (e.g. ``{'max_num_steps': 1000}`` for
