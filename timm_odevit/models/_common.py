@@ -273,10 +273,9 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, released: 
         raise ValueError(f'could not load the pretrained weights of {variant} from '
                          f'{_weights_source(variant, kwargs)}: {type(e).__name__}: {e}{advice}') from e
     # the input size the data pipeline resolves (train.py, timm.data.resolve_data_config) is the one the
-    # model was built for (img_size / in_chans given at creation), not the registered default, unless the
-    # caller set it (pretrained_cfg_overlay / a pretrained_cfg dict with input_size: timm's ViT keeps that)
-    overlays = (kwargs.get('pretrained_cfg_overlay'), kwargs.get('pretrained_cfg'))
-    if not any(isinstance(cfg, dict) and 'input_size' in cfg for cfg in overlays):
+    # model was built for (img_size / in_chans given at creation), not the registered default or a saved cfg's,
+    # unless the caller overlaid one (pretrained_cfg_overlay=dict(input_size=...): timm's ViT keeps that)
+    if 'input_size' not in (kwargs.get('pretrained_cfg_overlay') or {}):
         follow_input_size(model)
     if applied:  # timm's factory records only the caller's kwargs (over these)
         model._model_args = dict(getattr(model, '_model_args', {}), **applied)

@@ -232,7 +232,7 @@ def vit_odeified(
     solver_args = {k: v for k, v in solver_args.items() if v is not None}
     return build_continuous_depth_model(
         _build_odeified, 'vit_odeified', own_weights,
-        pretrained_cfg=cfg,
+        pretrained_cfg=cfg, pretrained_cfg_overlay=overlay,  # (in cfg already; says what the caller set)
         base=base, field=field, init=init, solver=solver_args, base_pretrained=pretrained and not own_weights,
         base_cache_dir=kwargs.get('cache_dir'), **kwargs,
     )
