@@ -45,7 +45,8 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     states = analysis.trajectory(model, x)  # (P + 1, 1, N, D)
     times = analysis.time_points(model)
     maps = analysis.attention_maps(model, states)
-    mass = analysis.cls_attention_mass(model, maps, model.patch_embed.dynamic_feat_size(x.shape[-2:]))[:, 0]  # (P+1, h, w)
+    grid = model.patch_embed.dynamic_feat_size(x.shape[-2:])  # the input's patch grid
+    mass = analysis.cls_attention_mass(model, maps, grid)[:, 0]  # (P + 1, h, w)
     masks = analysis.mass_mask(mass, mass_q)
     lam, growth = analysis.lyapunov_exponent(model, x, steps=lyapunov_steps)
     unit = 'iteration' if analysis.is_recurrent(model) else 't'
