@@ -11,9 +11,9 @@ from timm.models._manipulate import reinit_non_persistent_buffers
 from timm.optim import param_groups_layer_decay
 
 import timm_odevit
-from timm_odevit.tasks import DeepSupervisionTask
 from timm_odevit.layers import METHODS, RUNGE_KUTTA_METHODS, ContinuousDepthStack
 from timm_odevit.models import checkpoint_filter_fn, embed_tokens
+from timm_odevit.tasks import DeepSupervisionTask
 
 SMALL = dict(embed_dim=32, num_heads=2)
 

@@ -228,9 +228,7 @@ class BViT(ContinuousDepthViT):
 
     def forward_stages(self, x: torch.Tensor, stages: Optional[Sequence[int]] = None) -> List[torch.Tensor]:
         """Logits at 1-based time points ``stages`` (default: the training stages), each (B, classes)."""
-        stages = self.stages if stages is None else _check_stages(stages, self.num_time_points)
-        if stages[-1] > self.num_time_points:
-            raise ValueError(f'stages {stages} lie outside the horizon: time points are 1..{self.num_time_points}')
+        stages = _check_stages(self.stages if stages is None else stages, self.num_time_points)
         states = self.blocks.trajectory(embed_tokens(self, x), [s - 1 for s in stages])
         return [self._head_for(s)(self.forward_head(self.norm(z), pre_logits=True)) for s, z in zip(stages, states)]
 
