@@ -186,6 +186,13 @@ def test_a_stated_speed_must_be_the_runs(tmp_path):
         cycle.check_speed(args, '--channels-last', None)
     with pytest.raises(ValueError, match='measurement chose'):
         cycle.check_speed(args, None, {'choice': 'fp32'})
+    # the flags `odevit-cycle speed --hours` printed name the same setting; the sizing goes into the record
+    sized = {'choice': 'bf16', 'results': {}, 'epochs': {'epochs': 9, 'hours': 1.75}}
+    entry = cycle.check_speed(args, '--amp --amp-dtype bfloat16 --epochs 9', sized)
+    assert entry['setting'] == 'bf16' and entry['measured']['epochs'] == {'epochs': 9, 'hours': 1.75}
+    assert 'epochs' not in cycle.check_speed(args, 'bf16', {'choice': 'bf16'})['measured']
+    with pytest.raises(ValueError, match='args.yaml says'):
+        cycle.check_speed(args, '--epochs 9', None)  # fp32's flags, not the run's bf16
 
 
 def test_not_beating_the_noise_leaves_the_release_untouched(release, tmp_path, data):

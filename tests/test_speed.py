@@ -178,3 +178,68 @@ def test_command_line_rejects_a_config_without_a_model(tmp_path):
     config.write_text('lr: 1.0e-4\n')
     with pytest.raises(SystemExit, match='naming a model'):
         speed.main(['--config', str(config)])
+
+
+# ---- sizing a cycle to the time left (--hours) ---------------------------------------------------
+def test_epochs_that_fit_count_training_and_every_evaluation():
+    # 45,000 images at 75 img/s = 600 s, + EMA and raw weights on 5,000 at 100 img/s = 100 s: 700 s an epoch
+    fit = speed.epochs_that_fit(1.75, 45000, 75.0, 5000, 100.0, evals=2)
+    assert fit['epoch_seconds'] == pytest.approx(700.0) and fit['epochs'] == 9  # 6300 s / 700 s
+    assert speed.epochs_that_fit(1.75, 45000, 75.0, 5000, 100.0, evals=0)['epochs'] == 10  # 6300 s / 600 s = 10.5
+    assert speed.epochs_that_fit(1.0, 45000, 75.0)['epochs'] == 6  # no evaluation: 3600 / 600
+    assert speed.epochs_that_fit(1.0, 45000, 75.0, 5000, None, evals=0)['epochs'] == 6
+
+
+@pytest.mark.parametrize('kw, match', [
+    (dict(hours=0.1, train_images=45000, train_img_s=75.0), 'not one epoch fits in 0.1 h: one takes 0.17 h'),
+    (dict(hours=0, train_images=10, train_img_s=1.0), 'hours must be a positive'),
+    (dict(hours=math.nan, train_images=10, train_img_s=1.0), 'hours must be a positive'),
+    (dict(hours=1, train_images=0, train_img_s=1.0), 'train_images >= 1'),
+    (dict(hours=1, train_images=10, train_img_s=0.0), 'speeds must be positive'),
+    (dict(hours=1, train_images=10, train_img_s=1.0, eval_images=5, eval_img_s=None), 'speeds must be positive'),
+])
+def test_epochs_that_fit_rejects_bad_input(kw, match):
+    with pytest.raises(ValueError, match=match):
+        speed.epochs_that_fit(**kw)
+
+
+def _image_folder(root, splits):
+    from PIL import Image
+    for split, per_class in splits.items():
+        for c in ('a', 'b'):
+            (root / split / c).mkdir(parents=True)
+            for i in range(per_class):
+                Image.new('RGB', (32, 32), (40 * i % 255, 7 * i % 255, 90 if c == 'a' else 10)).save(
+                    root / split / c / f'{i}.png')
+    return root
+
+
+def test_hours_add_the_epochs_that_fit_to_the_flags(tmp_path, capsys):
+    """A tiny real measurement on a tiny ImageFolder: the record holds the splits' sizes and both measured speeds,
+    and the printed flags end with the epochs they give."""
+    data = _image_folder(tmp_path / 'data', {'train': 6, 'val': 2})
+    config = tmp_path / 'c.yaml'
+    config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\nnum_classes: 2\nlr: 1.0e-4\n'
+                      'train_split: train\nval_split: val\nmodel_ema: true\nwarmup_epochs: 0.2\n')
+    speed.main(['--config', str(config), '--data-dir', str(data), '--batch-size', '2', '--updates', '2',
+                '--settings', 'fp32', '--hours', '0.5', '--out', str(tmp_path / 'speed.json')])
+    out, err = capsys.readouterr()
+    fit = json.loads((tmp_path / 'speed.json').read_text())['epochs']
+    assert fit['train_images'] == 12 and fit['eval_images'] == 4 and fit['evals'] == 2
+    expected = speed.epochs_that_fit(0.5, 12, fit['train_img_s'], 4, fit['eval_img_s'], 2)
+    assert fit['epochs'] == expected['epochs'] >= 1
+    assert out.split() == ['--epochs', str(fit['epochs'])] and 'epochs fit in 0.5 h' in err
+
+
+def test_hours_need_the_data_and_a_warm_up_shorter_than_the_cycle(tmp_path):
+    config = tmp_path / 'c.yaml'
+    config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\nnum_classes: 2\nwarmup_epochs: 1.0e+9\n'
+                      'train_split: train\nval_split: val\n')
+    with pytest.raises(SystemExit, match='give --data-dir'):
+        speed.main(['--config', str(config), '--hours', '1'])
+    with pytest.raises(SystemExit, match='--hours must be positive'):
+        speed.main(['--config', str(config), '--data-dir', str(tmp_path), '--hours', '-1'])
+    data = _image_folder(tmp_path / 'data', {'train': 4, 'val': 1})
+    with pytest.raises(SystemExit, match='warmup_epochs 1e.09 .* is not shorter than the'):
+        speed.main(['--config', str(config), '--data-dir', str(data), '--batch-size', '2', '--updates', '2',
+                    '--settings', 'fp32', '--hours', '1'])

@@ -132,7 +132,10 @@ def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Option
     if speed is not None:
         stated = speed.strip()
         if stated.startswith('--') or stated == '':
-            stated = next((k for k, v in speed_mod.SETTINGS.items() if sorted(v) == sorted(stated.split())), stated)
+            tokens = stated.split()  # the flags `odevit-cycle speed` printed, less the --epochs N of its --hours
+            tokens = [t for i, t in enumerate(tokens) if not t.startswith('--epochs')
+                      and not (i and tokens[i - 1] == '--epochs')]
+            stated = next((k for k, v in speed_mod.SETTINGS.items() if sorted(v) == sorted(tokens)), stated)
         if stated != used:
             raise ValueError(f'--speed {speed!r} is not what the run used: its args.yaml says {used!r}')
     entry: Dict[str, Any] = {'setting': used}
@@ -141,6 +144,8 @@ def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Option
             raise ValueError(f"the speed measurement chose {speed_record.get('choice')!r} but the run used {used!r}")
         entry['measured'] = {k: speed_record.get(k) for k in ('results', 'hardware', 'cpu_features', 'batch_size',
                                                               'updates', 'tolerance')}
+        if speed_record.get('epochs'):  # `--hours`: how the cycle's length was sized
+            entry['measured']['epochs'] = speed_record['epochs']
     return entry
 
 

@@ -1,7 +1,7 @@
 """The fastest correct train.py speed setting of this machine: fp32, bf16 autocast, channels_last (and both).
 
     python -m timm_odevit.speed --config train_configs/X.yaml [--data-dir D] [--initial-checkpoint W]
-                                [--batch-size 32] [--updates 8] [--out speed.json]
+                                [--batch-size 32] [--updates 8] [--hours H] [--out speed.json]
 
 Each setting trains its own copy of the same initial weights on the same batches, one update at a time and
 interleaved (a load that changes during the measurement hits every setting alike); the time per update is the
@@ -9,6 +9,9 @@ median after a warm-up update. The choice is the fastest setting whose mean trai
 fp32's on the same batches and that beats fp32 by at least 5 % (less is timing noise), consistently: in at least
 2/3 of the timed updates paired with fp32's (a median of a few updates on a shared machine swings by more); a
 setting more than ``max_slowdown`` x slower than fp32 after its first timed update is dropped early.
+``--hours H`` sizes the cycle to the time left: the chosen setting's measured training and evaluation speed and
+the sizes of the config's train and validation splits give the whole epochs that fit in H hours (``--epochs N``,
+added to the flags; the cosine then ends within the time).
 stdout: the flags for train.py (empty for fp32); stderr: the measurement; ``--out``: it as JSON.
 """
 import argparse
@@ -112,6 +115,63 @@ def measure(make_step: Callable[[str], Callable], batches: Sequence, settings: I
     return out
 
 
+def epochs_that_fit(hours: float, train_images: int, train_img_s: float, eval_images: int = 0,
+                    eval_img_s: Optional[float] = None, evals: int = 1) -> Dict[str, float]:
+    """The whole epochs that fit in ``hours`` of wall time. One epoch trains on ``train_images`` at ``train_img_s``
+    and evaluates ``evals`` models (the weights, and their EMA) on ``eval_images`` at ``eval_img_s`` (images/s):
+
+        epoch_seconds = train_images / train_img_s + evals * eval_images / eval_img_s,   epochs = floor(3600 H / that)
+
+    Returns {'epochs', 'epoch_seconds', 'hours'}; a ValueError when not one epoch fits, or for bad input."""
+    if not (isinstance(hours, (int, float)) and math.isfinite(hours) and hours > 0):
+        raise ValueError(f'hours must be a positive number, got {hours!r}')
+    if train_images < 1 or eval_images < 0 or evals < 0:
+        raise ValueError(f'need train_images >= 1, eval_images >= 0, evals >= 0; got {train_images}, {eval_images}, {evals}')
+    rates = [train_img_s] + ([eval_img_s] if eval_images and evals else [])
+    if not all(r is not None and math.isfinite(r) and r > 0 for r in rates):
+        raise ValueError(f'speeds must be positive images/s, got train {train_img_s!r}, eval {eval_img_s!r}')
+    epoch = train_images / train_img_s + (evals * eval_images / eval_img_s if eval_images and evals else 0.)
+    epochs = int(hours * 3600 // epoch)
+    if epochs < 1:
+        raise ValueError(f'not one epoch fits in {hours:g} h: one takes {epoch / 3600:.2f} h at the measured speed '
+                         f'({train_images} training images at {train_img_s:.1f} img/s)')
+    return {'epochs': epochs, 'epoch_seconds': epoch, 'hours': hours}
+
+
+def eval_speed(model, batches: Sequence, setting: str, device: str = 'cpu', warmup: int = 1,
+               timer: Callable[[], float] = time.perf_counter) -> float:
+    """Images/s of ``model``'s evaluation (eval mode, no gradients) under a speed setting: the median over
+    ``batches`` after ``warmup``."""
+    import copy
+    import torch
+    if len(batches) <= warmup:
+        raise ValueError(f'need more batches ({len(batches)}) than warm-up batches ({warmup}) to time anything')
+    model = copy.deepcopy(model).eval()
+    channels_last = '--channels-last' in SETTINGS[setting]
+    dtype = torch.bfloat16 if '--amp' in SETTINGS[setting] else None
+    if channels_last:
+        model.to(memory_format=torch.channels_last)
+    times = []
+    with torch.no_grad():
+        for x, _ in batches:
+            x = x.to(device)
+            if channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            start = timer()
+            with torch.autocast(device_type=torch.device(device).type, dtype=dtype or torch.float32,
+                                enabled=dtype is not None):
+                out = model(x)
+            (out[-1] if isinstance(out, (list, tuple)) else out).float().sum().item()  # synchronise a GPU
+            times.append((timer() - start) / len(x))
+    return 1 / statistics.median(times[warmup:])
+
+
+def split_size(data_dir: str, split: str) -> int:
+    """Images in a split of an ImageFolder root, as train.py's ``create_dataset`` reads it."""
+    from timm.data import create_dataset
+    return len(create_dataset('', root=data_dir, split=split, is_training=False))
+
+
 def flags(setting: str) -> List[str]:
     """train.py flags of a setting."""
     if setting not in SETTINGS:
@@ -197,9 +257,11 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
 
 def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, updates: int = 8,
            settings: Iterable[str] = tuple(SETTINGS), tolerance: float = 0.01, device: Optional[str] = None,
-           log=None, min_speedup: float = 0.05, initial_checkpoint: Optional[str] = None) -> Dict:
+           log=None, min_speedup: float = 0.05, initial_checkpoint: Optional[str] = None,
+           hours: Optional[float] = None) -> Dict:
     """Measure the settings for the model of a train.py ``--config`` YAML; returns the record (choice, flags,
-    per-setting results, machine), also written to ``log``."""
+    per-setting results, machine), also written to ``log``. ``hours``: also size the cycle to that much wall time
+    (:func:`epochs_that_fit`, record['epochs']); needs ``data_dir`` (the splits' sizes)."""
     import torch
     import yaml
     from .train import hardware
@@ -207,6 +269,10 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     cfg = yaml.safe_load(open(config)) or {}
     if not isinstance(cfg, dict) or not cfg.get('model'):
         raise ValueError(f'{config} is not a train.py config naming a model (key "model")')
+    if hours is not None and not data_dir:
+        raise ValueError('--hours sizes the epochs from the splits\' sizes: give --data-dir')
+    if hours is not None and not (math.isfinite(hours) and hours > 0):
+        raise ValueError(f'--hours must be positive, got {hours!r}')
     if updates < 2 or batch_size < 1:
         raise ValueError(f'need updates >= 2 (one warm-up, one timed) and batch_size >= 1; got {updates}, {batch_size}')
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
@@ -230,7 +296,31 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
               + (f"; dropped: {r['dropped']}" if r['dropped'] else ''), file=log)
     print(f"speed: chose {choice} ({' '.join(record['flags']) or 'no flags'}) on {record['hardware']}, "
           f"CPU features {record['cpu_features']}", file=log)
+    if hours is not None:
+        record['epochs'] = fit_epochs(cfg, data_dir, model, batches, choice, results[choice]['seconds'], batch_size,
+                                      hours, device, log)
     return record
+
+
+def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, seconds_per_update: float,
+               batch_size: int, hours: float, device: str, log) -> Dict:
+    """record['epochs'] of :func:`select`: the chosen setting's training speed (measured) and evaluation speed
+    (measured here), the config's splits and EMA -> the whole epochs that fit in ``hours``."""
+    train_split, val_split = cfg.get('train_split', 'train'), cfg.get('val_split', 'validation')
+    sizes = {'train_images': split_size(data_dir, train_split), 'eval_images': split_size(data_dir, val_split)}
+    train_img_s = batch_size / seconds_per_update
+    eval_img_s = eval_speed(model, batches, choice, device)
+    evals = 2 if cfg.get('model_ema') else 1
+    fit = epochs_that_fit(hours, sizes['train_images'], train_img_s, sizes['eval_images'], eval_img_s, evals)
+    warmup = float(cfg.get('warmup_epochs', 0) or 0)
+    if warmup >= fit['epochs']:
+        raise ValueError(f"warmup_epochs {warmup:g} of {cfg.get('model')}'s config is not shorter than the "
+                         f"{fit['epochs']} epochs that fit in {hours:g} h: give more hours or a shorter warm-up")
+    fit.update(sizes, train_img_s=train_img_s, eval_img_s=eval_img_s, evals=evals)
+    print(f"speed: {fit['epochs']} epochs fit in {hours:g} h ({fit['epoch_seconds'] / 60:.1f} min each: "
+          f"{sizes['train_images']} '{train_split}' images at {train_img_s:.1f} img/s, {evals} x "
+          f"{sizes['eval_images']} '{val_split}' images at {eval_img_s:.1f} img/s)", file=log)
+    return fit
 
 
 def main(argv=None) -> None:
@@ -244,17 +334,21 @@ def main(argv=None) -> None:
     p.add_argument('--tolerance', type=float, default=0.01, help='loss within this fraction of fp32\'s')
     p.add_argument('--min-speedup', type=float, default=0.05, help='a setting must beat fp32 by this fraction')
     p.add_argument('--device', default=None)
+    p.add_argument('--hours', type=float, default=None,
+                   help='size the cycle to this much wall time: add --epochs N, the whole epochs that fit (needs '
+                        '--data-dir)')
     p.add_argument('--out', default=None, help='write the measurement here as JSON')
     args = p.parse_args(argv)
     try:
         record = select(args.config, args.data_dir, args.batch_size, args.updates, args.settings, args.tolerance,
-                        args.device, min_speedup=args.min_speedup, initial_checkpoint=args.initial_checkpoint)
+                        args.device, min_speedup=args.min_speedup, initial_checkpoint=args.initial_checkpoint,
+                        hours=args.hours)
     except (ValueError, OSError) as e:
         raise SystemExit(f'error: {e}')
     if args.out:
         with open(args.out, 'w') as f:
             json.dump(record, f, indent=1)
-    print(' '.join(record['flags']))
+    print(' '.join(record['flags'] + (['--epochs', str(record['epochs']['epochs'])] if 'epochs' in record else [])))
 
 
 if __name__ == '__main__':
