@@ -243,3 +243,8 @@ def test_hours_need_the_data_and_a_warm_up_shorter_than_the_cycle(tmp_path):
     with pytest.raises(SystemExit, match='warmup_epochs 1e.09 .* is not shorter than the'):
         speed.main(['--config', str(config), '--data-dir', str(data), '--batch-size', '2', '--updates', '2',
                     '--settings', 'fp32', '--hours', '1'])
+    # no warmup_epochs in the config: train.py's default of 5 is what the run would warm up for
+    with pytest.raises(ValueError, match='warmup_epochs 5 .* is not shorter than the 5 epochs'):
+        speed.check_warmup({'model': 'm'}, 5, 1.0)
+    speed.check_warmup({'model': 'm'}, 6, 1.0)
+    speed.check_warmup({'model': 'm', 'warmup_epochs': 0}, 1, 1.0)

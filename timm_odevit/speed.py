@@ -302,6 +302,15 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     return record
 
 
+def check_warmup(cfg: dict, epochs: int, hours: float) -> None:
+    """A ValueError when the config's warm-up (train.py's default of 5 epochs when it sets none) is not shorter
+    than the cycle's ``epochs``."""
+    warmup = float(cfg.get('warmup_epochs', 5) or 0)
+    if warmup >= epochs:
+        raise ValueError(f"warmup_epochs {warmup:g} of {cfg.get('model')}'s config is not shorter than the {epochs} "
+                         f"epochs that fit in {hours:g} h: give more hours or a shorter warm-up (warmup_epochs)")
+
+
 def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, seconds_per_update: float,
                batch_size: int, hours: float, device: str, log) -> Dict:
     """record['epochs'] of :func:`select`: the chosen setting's training speed (measured) and evaluation speed
@@ -312,10 +321,7 @@ def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, 
     eval_img_s = eval_speed(model, batches, choice, device)
     evals = 2 if cfg.get('model_ema') else 1
     fit = epochs_that_fit(hours, sizes['train_images'], train_img_s, sizes['eval_images'], eval_img_s, evals)
-    warmup = float(cfg.get('warmup_epochs', 0) or 0)
-    if warmup >= fit['epochs']:
-        raise ValueError(f"warmup_epochs {warmup:g} of {cfg.get('model')}'s config is not shorter than the "
-                         f"{fit['epochs']} epochs that fit in {hours:g} h: give more hours or a shorter warm-up")
+    check_warmup(cfg, fit['epochs'], hours)
     fit.update(sizes, train_img_s=train_img_s, eval_img_s=eval_img_s, evals=evals)
     print(f"speed: {fit['epochs']} epochs fit in {hours:g} h ({fit['epoch_seconds'] / 60:.1f} min each: "
           f"{sizes['train_images']} '{train_split}' images at {train_img_s:.1f} img/s, {evals} x "
