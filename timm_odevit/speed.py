@@ -147,8 +147,7 @@ def eval_speed(model, batches: Sequence, setting: str, device: str = 'cpu', warm
     if len(batches) <= warmup:
         raise ValueError(f'need more batches ({len(batches)}) than warm-up batches ({warmup}) to time anything')
     model = copy.deepcopy(model).eval()
-    channels_last = '--channels-last' in SETTINGS[setting]
-    dtype = torch.bfloat16 if '--amp' in SETTINGS[setting] else None
+    channels_last, dtype = layout_and_dtype(setting)
     if channels_last:
         model.to(memory_format=torch.channels_last)
     times = []
@@ -170,6 +169,12 @@ def split_size(data_dir: str, split: str) -> int:
     """Images in a split of an ImageFolder root, as train.py's ``create_dataset`` reads it."""
     from timm.data import create_dataset
     return len(create_dataset('', root=data_dir, split=split, is_training=False))
+
+
+def layout_and_dtype(setting: str):
+    """(channels_last, autocast dtype or None) of a setting, as its train.py flags set them."""
+    import torch
+    return '--channels-last' in SETTINGS[setting], (torch.bfloat16 if '--amp' in SETTINGS[setting] else None)
 
 
 def flags(setting: str) -> List[str]:
@@ -230,8 +235,7 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
 
     def make_step(setting: str):
         model = copy.deepcopy(initial).train()
-        channels_last = '--channels-last' in SETTINGS[setting]
-        dtype = torch.bfloat16 if '--amp' in SETTINGS[setting] else None
+        channels_last, dtype = layout_and_dtype(setting)
         if channels_last:
             model.to(memory_format=torch.channels_last)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
