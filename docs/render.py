@@ -88,19 +88,24 @@ def spread(v: Sequence[float]) -> float:
 
 
 def fmt_arm(v: Sequence[float], nd: int = 2) -> str:
-    """'50.44 ± 0.02 (2 seeds)' (mean ± sample std), or '46.14 (single run)'."""
+    """'50.44 ± 0.02 (3 seeds)' (mean ± sample std) from >= 3 runs; fewer are listed as they are:
+    '46.14 (single run)', '51.16, 51.16 (2 runs)' (a std of two runs is no measure of spread)."""
     if len(v) == 1:
         return f'{v[0]:.{nd}f} (single run)'
+    if len(v) < MIN_SEEDS:
+        return ', '.join(f'{x:.{nd}f}' for x in v) + f' ({len(v)} runs)'
     return f'{mean(v):.{nd}f} ± {statistics.stdev(v):.{nd}f} ({len(v)} seeds)'
+
+
+MIN_SEEDS = 3  # runs per arm below which a comparison is preliminary: no verdict word
 
 
 class Budget:
     """A training budget and the repeated runs of one recipe measured at it."""
 
-    def __init__(self, key: str, label: str, test_images: str, repeats: Callable[['Context'], Dict[str, List[float]]],
-                 lends_floor: bool = True):
+    def __init__(self, key: str, label: str, test_images: str, repeats: Callable[['Context'], Dict[str, List[float]]]):
         self.key, self.label, self.test_images, self._repeats = key, label, test_images, repeats
-        self.lends_floor = lends_floor  # False: its ranges are not N₀ for other budgets (test set < 2,000 images)
+        self.images = int(re.match(r'[\d,]+', test_images).group().replace(',', ''))  # n of the binomial term
 
     def repeats(self, ctx: Context) -> Dict[str, List[float]]:
         return {k: v for k, v in self._repeats(ctx).items() if len(v) >= 2}
@@ -197,7 +202,7 @@ BUDGETS = {b.key: b for b in [
                ctx.json('deep_supervision_horizon')['runs'].items(),
                lambda r: _at_iteration(r, ctx.json('deep_supervision_horizon')['trained_iterations'])).items()}),
     Budget('3k-head', '3k images, 3 epochs (`head_init_accuracy`, `step_robustness`, `anytime_training`)', '1,000',
-           _grid_study_repeats, lends_floor=False),
+           _grid_study_repeats),
     Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)', '2,500 (validation)',
            _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1')),
 ]}
@@ -207,40 +212,40 @@ def _at_iteration(run: dict, point: int) -> float:
     return next(c['top1'] for c in run['accuracy_vs_iterations'] if c['point'] == point)
 
 
-def reference_floor(ctx: Context) -> Tuple[float, str, str]:
-    """N0: the largest range among recipes run >= 3 times at any budget tested on >= 2,000 images (value, recipe,
-    budget key); a smaller test set spreads more and its range does not transfer."""
-    best = (math.nan, '', '')
-    for b in (b for b in BUDGETS.values() if b.lends_floor):
-        for recipe, v in b.repeats(ctx).items():
-            if len(v) >= 3 and not spread(v) <= best[0]:
-                best = (spread(v), recipe, b.key)
-    return best
+def binomial_floor(top1: float, images: int) -> float:
+    """2·√(2p(1−p)/n) in points: twice the standard error of a one-run-vs-one-run difference that sampling
+    n test images alone gives at top-1 p (%)."""
+    p = min(max(top1 / 100., 0.), 1.)
+    return 200. * math.sqrt(2. * p * (1. - p) / images)
 
 
-def floor(ctx: Context, budget: str) -> Tuple[float, str]:
-    """The noise floor N of a budget and how it was obtained (the rule stated in docs/results.md)."""
-    reps = BUDGETS[budget].repeats(ctx)
-    own3 = [spread(v) for v in reps.values() if len(v) >= 3]
-    if own3:
-        return max(own3), 'measured here (≥ 3 runs of one recipe)'
-    n0 = reference_floor(ctx)[0]
-    own = max((spread(v) for v in reps.values()), default=0.)
-    if math.isnan(n0):
-        return own, 'measured here (2 runs)' if reps else 'not measured'
-    return (own, 'measured here (2 runs)') if own > n0 else (n0, 'N₀ (no recipe run ≥ 3 times here)')
+def floor(ctx: Context, budget: str, top1: Optional[float] = None) -> Tuple[float, str]:
+    """The noise floor N of a budget at top-1 ``top1`` (%; default: the mean of its repeated runs) and where it
+    comes from: the larger of its own largest range over >= 3 runs of one recipe and :func:`binomial_floor` of
+    its own test-set size. Never borrowed from another budget (the rule stated in docs/results.md)."""
+    b = BUDGETS[budget]
+    reps = b.repeats(ctx)
+    own = max((spread(v) for v in reps.values() if len(v) >= MIN_SEEDS), default=0.)
+    if top1 is None:
+        runs = [x for v in reps.values() for x in v]
+        top1 = mean(runs) if runs else 50.
+    sampling = binomial_floor(top1, b.images)
+    if own >= sampling:
+        return own, f'range of ≥ {MIN_SEEDS} runs of one recipe'
+    return sampling, f'sampling {b.images:,} images at {top1:.1f} %'
 
 
 def compare(ctx: Context, budget: str, a: Sequence[float], b: Sequence[float]) -> dict:
     delta = mean(a) - mean(b)
-    n, _ = floor(ctx, budget)
+    n, _ = floor(ctx, budget, mean(list(a) + list(b)))
     return {'delta': delta, 'floor': n, 'finding': abs(delta) > n,
-            'single': min(len(a), len(b)) == 1, 'seeds': (len(a), len(b))}
+            'preliminary': min(len(a), len(b)) < MIN_SEEDS, 'seeds': (len(a), len(b))}
 
 
 def verdict_text(c: dict) -> str:
-    word = 'finding' if c['finding'] else 'within noise'
-    return word + (' (single run)' if c['single'] else '')
+    if c['preliminary']:
+        return 'preliminary (< 3 seeds)'
+    return 'finding' if c['finding'] else 'within noise'
 
 
 # ---- comparisons: the arms each claim and finding is read from ----------------------------------------
@@ -476,11 +481,12 @@ def run_comparison(ctx: Context, cid: str) -> Optional[dict]:
 def claim_verdict(c: Optional[dict], sign: int) -> str:
     if c is None:
         return 'not yet measured'
+    if c['preliminary']:
+        return 'preliminary (< 3 seeds)'
     if not c['finding']:
         return 'inconclusive (within noise)'
     # sign 0 ("no difference"): any finding contradicts; 'any' ("changes accuracy"): any finding confirms
-    word = 'confirmed' if sign == 'any' or c['delta'] * sign > 0 else 'contradicted'
-    return word + (' (single run)' if c['single'] else '')  # one run against one: to be repeated with seeds
+    return 'confirmed' if sign == 'any' or c['delta'] * sign > 0 else 'contradicted'
 
 
 # ---- tables ---------------------------------------------------------------------------------------
@@ -1058,10 +1064,6 @@ def _authors(bibtex: str) -> str:
     return ', '.join(names)
 
 
-def _n0(ctx: Context, i: int):
-    return reference_floor(ctx)[i]
-
-
 def _sgd(model: str, variant: str, batch: int, field: str) -> Callable[[Context], object]:
     """A field of one sgd_divergence run ('lambda' / 'field': λ_max at init over all weights / the field's, 'nan_at',
     'limit': train.py's Nesterov SGD's 1.36 / lr, 'updates', 'ratio': lambda / limit)."""
@@ -1095,13 +1097,10 @@ def _full_epochs(ctx: Context) -> str:
 
 
 def _floor_note(ctx: Context, budget: str) -> str:
-    """Where a budget's floor comes from, in words: its own seeds once a recipe there has >= 3 runs."""
-    reps = {k: v for k, v in BUDGETS[budget].repeats(ctx).items() if len(v) >= 3}
-    if not reps:
-        return 'until a compared model there has ≥ 3 seeds, its floor is N₀ or its own 2-seed range, whichever is larger'
-    worst = max(reps, key=lambda k: spread(reps[k]))
-    return (f'its floor is now its own: N = {spread(reps[worst]):.2f} points, the largest range of the '
-            f'{len(reps)} recipes run ≥ 3 times there (`{worst}`, {len(reps[worst])} seeds)')
+    """Where a budget's floor comes from, in words."""
+    n, how = floor(ctx, budget)
+    return f'N = {n:.2f} points ({how})'
+
 
 
 VALUES: Dict[str, Callable[[Context], object]] = {
@@ -1118,11 +1117,6 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'claims_summary': _claims_summary,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),
     'authors_odevit': lambda c: _authors(_bibtex('arXiv:2511.16501')),
-    'n0': lambda c: _n0(c, 0),
-    'n0_recipe': lambda c: _n0(c, 1),
-    'n0_budget': lambda c: BUDGETS[_n0(c, 2)].label,
-    'n0_runs': lambda c: len(BUDGETS[_n0(c, 2)].repeats(c)[_n0(c, 1)]),
-    'n0_values': lambda c: ', '.join(f'{v:.2f}' for v in BUDGETS[_n0(c, 2)].repeats(c)[_n0(c, 1)]),
     'acc_budget': lambda c: c.lookup('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget'),
     'odevit_tiny_params': _model_row('odevit_tiny_cifar', 'params_M'),
     'odevit_tiny_gflops_6': _model_row('odevit_tiny_cifar', 'gflops', steps=6),

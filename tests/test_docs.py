@@ -15,40 +15,58 @@ def ctx():
     return render.Context()
 
 
-def test_reference_floor_comes_from_a_recipe_run_three_times(ctx):
-    n0, recipe, budget = render.reference_floor(ctx)
-    runs = render.BUDGETS[budget].repeats(ctx)[recipe]
-    assert len(runs) >= 3 and n0 == pytest.approx(max(runs) - min(runs))
+class _Crafted:
+    """A Context stand-in: BUDGETS['15k'] reads odevit_ablation's rows, here made up."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def json(self, name):
+        assert name == 'odevit_ablation'
+        return {'rows': self.rows}
 
 
-def test_a_budget_tested_on_fewer_images_keeps_its_range_to_itself(ctx):
-    """head_init_accuracy tests on 1,000 images: its 3-seed range is its own floor, never N0 for the others."""
-    small = render.BUDGETS['3k-head']
-    assert not small.lends_floor and all(b.lends_floor for k, b in render.BUDGETS.items() if k != '3k-head')
-    own = max(max(v) - min(v) for v in small.repeats(ctx).values() if len(v) >= 3)
-    assert render.floor(ctx, '3k-head')[0] == pytest.approx(own)
-    assert render.reference_floor(ctx)[2] != '3k-head'
+def _rows(**arms):
+    return [{'variant': k, 'test_top1': v, 'seed': i} for k, vs in arms.items() for i, v in enumerate(vs)]
 
 
-def test_a_difference_is_a_finding_only_above_the_floor(ctx):
-    n, _ = render.floor(ctx, '15k')  # no repeated run there: N0
-    assert n == pytest.approx(render.reference_floor(ctx)[0])
-    assert not render.compare(ctx, '15k', [40.0], [40.0 + n])['finding']  # equal to N: within noise
-    c = render.compare(ctx, '15k', [40.0], [40.0 + n + 0.01])
-    assert c['finding'] and c['single']
-    # one run against one is labelled as such; with seeds on both sides the verdict stands alone
-    assert render.claim_verdict(c, -1) == 'confirmed (single run)' and render.claim_verdict(c, +1) == 'contradicted (single run)'
-    assert render.claim_verdict(c, 0) == 'contradicted (single run)' and render.claim_verdict(c, 'any') == 'confirmed (single run)'
-    seeded = render.compare(ctx, '15k', [40.0, 40.2, 40.1], [40.0 + n + 1, 40.1 + n + 1, 40.2 + n + 1])
-    assert render.claim_verdict(seeded, -1) == 'confirmed' and render.claim_verdict(seeded, 'any') == 'confirmed'
-    assert render.claim_verdict(render.compare(ctx, '15k', [40.0, 41.0], [40.5]), +1).startswith('inconclusive')
+def test_floor_is_the_larger_of_own_range_and_sampling_of_its_own_test_size():
+    n = render.BUDGETS['15k'].images
+    assert n == 2000
+    sampling = 200 * (2 * 0.5 * 0.5 / n) ** 0.5  # 2·√(2p(1−p)/n) at p = 50 %, in points
+    assert render.binomial_floor(50., n) == pytest.approx(sampling)
+    narrow = _Crafted(_rows(x=[50.0, 50.2, 50.1]))  # own range 0.2 < sampling (~3.16): sampling decides
+    assert render.floor(narrow, '15k', 50.)[0] == pytest.approx(sampling)
+    wide = _Crafted(_rows(x=[45.0, 50.0, 49.0]))  # own range 5 > sampling
+    assert render.floor(wide, '15k', 50.) == (pytest.approx(5.0), 'range of ≥ 3 runs of one recipe')
+    two = _Crafted(_rows(x=[40.0, 50.0]))  # a 2-run range is no floor
+    assert render.floor(two, '15k', 50.)[0] == pytest.approx(sampling)
+    # never borrowed: a budget's floor depends on its own rows and test size only
+    assert render.floor(narrow, '15k', 90.)[0] == pytest.approx(render.binomial_floor(90., 2000))
+
+
+def test_verdicts_only_from_three_seeds_per_arm():
+    ctx = _Crafted(_rows(x=[50.0, 50.2, 50.1]))
+    n = render.binomial_floor(50., 2000)
+    single = render.compare(ctx, '15k', [50.0 + n + 1], [50.0])
+    assert single['finding'] and single['preliminary']
+    assert render.claim_verdict(single, +1) == render.verdict_text(single) == 'preliminary (< 3 seeds)'
+    two = render.compare(ctx, '15k', [60.0, 60.5, 61.0], [50.0, 50.5])
+    assert render.claim_verdict(two, +1).startswith('preliminary')
+    seeded = render.compare(ctx, '15k', [56.0, 56.5, 56.2], [50.0, 50.1, 50.2])
+    assert seeded['finding'] and not seeded['preliminary']
+    assert render.claim_verdict(seeded, +1) == 'confirmed' and render.claim_verdict(seeded, -1) == 'contradicted'
+    assert render.claim_verdict(seeded, 0) == 'contradicted' and render.claim_verdict(seeded, 'any') == 'confirmed'
+    close = render.compare(ctx, '15k', [50.0, 50.5, 51.0], [50.0, 50.1, 50.2])
+    assert render.claim_verdict(close, +1) == 'inconclusive (within noise)' and render.verdict_text(close) == 'within noise'
 
 
 def test_seeds_join_their_arm():
     arms = render.by_seed([('a', {}), ('a@seed2', {}), ('b@seed1', {'seed': 1})], lambda r: 1.0)
     assert arms == {'a': {0: 1.0, 2: 1.0}, 'b': {1: 1.0}}
     assert render.fmt_arm([50.0]) == '50.00 (single run)'
-    assert render.fmt_arm([50.0, 51.0]).endswith('(2 seeds)')
+    assert render.fmt_arm([51.16, 51.16]) == '51.16, 51.16 (2 runs)'  # no "± 0.00" from two runs
+    assert render.fmt_arm([50.0, 51.0, 52.0]) == '51.00 ± 1.00 (3 seeds)'
 
 
 def test_templates_render_every_placeholder(ctx):
