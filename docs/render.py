@@ -773,7 +773,7 @@ def table_release_depths(ctx: Context) -> str:
                     grids |= set(means)
                     rows.append((r['tag'], label, images, means))
     if not rows:
-        return '*No release has measured its depths yet* (`odevit-cycle release` measures them from now on).'
+        return '*No release has measured its depths yet* (`python -m tools.cycle release` measures them from now on).'
     grids = sorted(grids)
     return md_table(['release', 'weights, split', 'images'] + [str(g) for g in grids] + ['spread 4–24', '3 steps − best'],
                     [[f'`{tag}`', label, f'{images:,}' if images else '–'] +

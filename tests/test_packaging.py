@@ -26,7 +26,7 @@ def _release_logits(tag: str, x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize('tag', PACKAGED)
 def test_packaged_weights_are_the_release_files(tag):
-    """One source of truth: the package's copy equals release/<tag>/model.safetensors (odevit-cycle updates both)."""
+    """One source of truth: the package's copy equals release/<tag>/model.safetensors (tools.cycle updates both)."""
     assert packaged_weights(tag).read_bytes() == (ROOT / 'release' / tag / 'model.safetensors').read_bytes()
     assert timm.models.get_pretrained_cfg(tag).file == str(packaged_weights(tag))
     assert timm.models.get_pretrained_cfg(tag).hf_hub_id == f'timm-odevit/{tag}'  # the Hub copy stays registered
@@ -93,26 +93,33 @@ def test_missing_packaged_file_falls_back_to_hf_hub_id(tmp_path, monkeypatch):
 
 @pytest.fixture(scope='module')
 def wheel(tmp_path_factory):
-    """A wheel built from a copy of the checkout (the shared checkout gets no build/ folder), no network."""
+    """A wheel built from a copy of the checkout with its release tooling (tools/: not to be installed), no
+    network (the shared checkout gets no build/ folder)."""
     tmp = tmp_path_factory.mktemp('wheel')
     src = tmp / 'src'
     src.mkdir()
     for name in ('pyproject.toml', 'README.md'):
         shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / 'timm_odevit', src / 'timm_odevit', ignore=shutil.ignore_patterns('__pycache__'))
+    for name in ('timm_odevit', 'tools'):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns('__pycache__'))
     run = subprocess.run([sys.executable, '-m', 'pip', 'wheel', str(src), '--no-deps', '--no-build-isolation',
                           '--no-index', '-q', '-w', str(tmp / 'dist')], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     return next((tmp / 'dist').glob('timm_odevit-*.whl'))
 
 
-def test_wheel_contains_the_release_weights(wheel):
+def test_wheel_contains_the_release_weights_and_no_release_tooling(wheel):
     with zipfile.ZipFile(wheel) as z:
         for tag in PACKAGED:
-            data = z.read(f'timm_odevit/weights/{tag}/model.safetensors')
-            assert data == (ROOT / 'release' / tag / 'model.safetensors').read_bytes(), tag
-        entry_points = z.read(next(n for n in z.namelist() if n.endswith('entry_points.txt'))).decode()
-    assert 'odevit-cycle = timm_odevit.cycle:main' in entry_points
+            for name in ('model.safetensors', 'config.json'):
+                data = z.read(f'timm_odevit/weights/{tag}/{name}')
+                assert data == (ROOT / 'release' / tag / name).read_bytes(), (tag, name)
+        names = z.namelist()
+        entry_points = z.read(next(n for n in names if n.endswith('entry_points.txt'))).decode()
+        metadata = z.read(next(n for n in names if n.endswith('METADATA'))).decode()
+    assert not [n for n in names if n.startswith('tools/') or n.split('/')[-1] in ('cycle.py', 'speed.py')], names
+    assert 'odevit-cycle' not in entry_points and 'odevit-export = timm_odevit.hub:export_main' in entry_points
+    assert 'License-Expression: Apache-2.0' in metadata  # an SPDX string: no setuptools deprecation warning
 
 
 def test_installed_wheel_gives_the_release_logits_offline(wheel, tmp_path):

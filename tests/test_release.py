@@ -1,5 +1,6 @@
 """The released checkpoints in release/: every loading path gives the exported model's logits,
 and the model card's accuracy is what the weights measure on the full CIFAR-10 test set."""
+import json
 import pathlib
 import re
 
@@ -37,14 +38,11 @@ def test_every_loading_path_gives_the_same_logits(folder):
 
 
 def _card_top1(folder: pathlib.Path) -> float:
-    card = (folder / 'README.md').read_text()
-    assert 'library_name: timm' in card and 'model-index:' in card
-    images = int(re.search(r'\(([0-9,]+) test images', card).group(1).replace(',', ''))
-    assert images == 10000
-    # the model-index metric, keys in either order (huggingface_hub's EvalResult writes value before name)
-    m = (re.search(r'name: Top-1 accuracy\n\s+value: ([0-9.]+)', card)
-         or re.search(r'value: ([0-9.]+)\n\s+name: Top-1 accuracy\n', card))
-    return float(m.group(1))
+    """The card's model-index top-1, as huggingface_hub reads it; measured on the release's 10,000 test images."""
+    from huggingface_hub import ModelCard
+    data = ModelCard.load(folder / 'README.md').data
+    assert data.library_name == 'timm' and json.loads((folder / 'record.json').read_text())['test']['images'] == 10000
+    return next(r.metric_value for r in data.eval_results if r.metric_name == 'Top-1 accuracy')
 
 
 def test_model_card_accuracies_are_reproduced():

@@ -1,18 +1,23 @@
 """Training cycles of a release: warm restarts from the released weights, released only when held-out top-1 improves.
 
-    odevit-cycle speed --config CYCLE.yaml --data-dir DATA [--out speed.json]     # train.py flags of this machine
+Run from the repository root (the release tooling is not installed with the package):
+
+    python -m tools.speed --config CYCLE.yaml --data-dir DATA [--hours H] --out speed.json   # train.py flags here
     python -m timm_odevit.train --config CYCLE.yaml --initial-checkpoint release/TAG/model.safetensors $FLAGS ...
-    odevit-cycle release RUN_DIR release/TAG --eval-dir CIFAR_ROOT --command "THE TRAIN COMMAND" [--speed ...]
-    odevit-cycle init release/TAG (--measure-val DATA | --val-top1 X --val-images N)   # once: the cycle-0 record
+    python -m tools.cycle release RUN_DIR release/TAG --eval-dir CIFAR_ROOT --command "THE TRAIN COMMAND" \\
+        [--speed-record speed.json]
+    python -m tools.cycle init release/TAG RUN_DIR --eval-dir CIFAR_ROOT --command "ITS TRAIN COMMAND"  # once: cycle 0
 
 ``release`` takes the run's best held-out epoch by the metric train.py selected on (summary.csv's ``eval_top1``:
 the EMA weights' when the run validated an EMA, then ``model_best.pth.tar`` holds that epoch) and compares it with
-the release's recorded held-out top-1 (``record.json``). Only when it is higher by more than the noise (one binomial
-standard error on the held-out images, or ``--min-gain``) does it export with :func:`timm_odevit.hub.export` (the
-test split measured once, for the card), replace the release folder's files and the package's copy of the weights,
-and extend the release's multi-cycle record: ``record.json`` (every cycle's command, speed setting, wall time,
-held-out and test top-1), ``summary.csv`` with a ``cycle`` column, ``learning_curve.png`` across cycles and a
-"Training cycles" section in the card.
+the release's recorded held-out top-1 (``record.json``), measured on the same split (name and image count, as timm's
+reader finds them in the run's ``data_dir``). Only when it is higher by more than the noise (one binomial standard
+error on the held-out images, or ``--min-gain``) does it export with :func:`timm_odevit.hub.export` (the test split
+measured once, for the card) into a staging folder, extend the multi-cycle record there (``record.json``: every
+cycle's command, speed setting, wall time, held-out and test top-1 with their image counts; ``summary.csv`` with a
+``cycle`` column, ``learning_curve.png`` across cycles and a "Training cycles" section in the card) and swap the
+release folder and the package's copy of the weights whole (:mod:`tools.atomic`). ``read_record`` refuses a record
+that contradicts itself, its summary.csv, its card or its weights.
 
 ``--select-grids N ...`` (an anytime cycle, e.g. one trained with ``train_depth``): the release's and the cycle's
 weights are both measured on the run's held-out split at each of these depths; the cycle is released when their mean
@@ -23,15 +28,17 @@ with the budget it serves).
 import argparse
 import csv
 import hashlib
+import io
 import json
 import math
 import pathlib
-import re
-import shutil
 import statistics
-import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
+
+from timm_odevit._checks import read_json
+
+from .atomic import recover, swap_folder, write_atomic
 
 RECORD = 'record.json'
 SUMMARY = 'summary.csv'
@@ -49,27 +56,74 @@ def read_rows(path) -> List[Dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def write_rows(path, rows: List[Dict[str, Any]]) -> None:
+def rows_text(rows: List[Dict[str, Any]]) -> str:
     fields: List[str] = []
     for row in rows:
         fields += [k for k in row if k not in fields]
-    with open(path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator='\n')
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def card_top1(folder: pathlib.Path) -> float:
+    """The test top-1 of a model card's model-index (huggingface_hub's reading of the front matter)."""
+    from huggingface_hub import ModelCard
+    results = ModelCard.load(folder / 'README.md').data.eval_results or []
+    top1 = [r.metric_value for r in results if r.metric_name == 'Top-1 accuracy']
+    if not top1:
+        raise ValueError(f'{folder / "README.md"} states no Top-1 accuracy in its model-index: not an export card')
+    return float(top1[0])
 
 
 def read_record(release_dir) -> Dict[str, Any]:
-    """The release's cycle record; ValueError when missing or when the weights changed without it."""
+    """The release's cycle record; ValueError naming the file when it is missing, unreadable or contradicts itself,
+    its summary.csv, its card or its weights (:func:`check_record`)."""
     release_dir = pathlib.Path(release_dir)
     path = release_dir / RECORD
     if not path.is_file():
-        raise ValueError(f'{path} does not exist: record the release first (odevit-cycle init {release_dir} ...)')
-    record = json.loads(path.read_text())
-    if record.get('weights_sha256') != sha256(release_dir / 'model.safetensors'):
-        raise ValueError(f'{path} describes other weights than {release_dir / "model.safetensors"} (sha256 differs): '
-                         'the release was replaced without odevit-cycle; record it again (odevit-cycle init --force)')
+        raise ValueError(f'{path} does not exist: record the release first (python -m tools.cycle init ...)')
+    record = read_json(path)
+    try:
+        failed = check_record(release_dir, record)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        failed = [f'{type(e).__name__}: {e}']
+    if failed:
+        raise ValueError(f'{path} is not a record of this release ({"; ".join(failed)}): record it again '
+                         '(python -m tools.cycle init --force)')
     return record
+
+
+def check_record(release_dir: pathlib.Path, record: Dict[str, Any]) -> List[str]:
+    """What in ``record`` contradicts the folder or itself: its weights (sha256), card (test top-1), summary.csv
+    (each released cycle's epochs, best epoch and held-out top-1), and its own numbers (selection and test are the last
+    cycle's, each cycle starts from the one before, the total time is the sum)."""
+    cycles, selection, test = record['cycles'], record['selection'], record['test']
+    last, checks = cycles[-1], []
+    checks.append((record['weights_sha256'] == sha256(release_dir / 'model.safetensors'),
+                   f'it describes other weights than {release_dir / "model.safetensors"} (sha256 differs)'))
+    checks.append(((selection['top1'], test['top1'], selection['images'], test['images']) ==
+                   (last['val_top1'], last['test_top1'], last.get('val_images', selection['images']),
+                    last.get('test_images', test['images'])), "its selection / test are not the last cycle's"))
+    checks.append((isinstance(selection['images'], int) and selection['images'] >= 1 and 0 <= selection['top1'] <= 100,
+                   f"selection {selection} is not a top-1 measured on images"))
+    checks.append((abs(card_top1(release_dir) - test['top1']) < 0.005, f"the card's test top-1 is not {test['top1']}"))
+    known = [c['seconds'] for c in cycles if c.get('seconds') is not None]
+    checks.append(((record['total_seconds'] is None) == (not known) and abs((record['total_seconds'] or 0) - sum(known))
+                   < 0.1, 'total_seconds is not the sum of the cycles'))
+    for prev, c in zip(cycles, cycles[1:]):
+        checks.append((c['val_top1_before'] == prev['val_top1'] and c['test_top1_before'] == prev['test_top1'],
+                       f"cycle {c['cycle']} does not start from cycle {prev['cycle']}'s numbers"))
+    rows = read_rows(release_dir / SUMMARY) if (release_dir / SUMMARY).is_file() else []
+    for c in cycles:  # every released cycle, and a cycle 0 recorded from its run: train.py's best eval_top1
+        own = [r for r in rows if int(float(r.get('cycle') or cycles[0]['cycle'])) == c['cycle']]
+        if own and (c['cycle'] > cycles[0]['cycle'] or 'val_images' in c):
+            best = max(own, key=lambda r: (float(r['eval_top1']), -int(r['epoch'])))
+            checks.append(((len(own), int(best['epoch']), round(float(best['eval_top1']), 4)) ==
+                           (c['epochs'], c['best_epoch'], c['val_top1']),
+                           f"cycle {c['cycle']}'s epochs, best epoch or val_top1 are not its rows' in {SUMMARY}"))
+    return [message for ok, message in checks if not ok]
 
 
 def noise_floor(top1: float, images: int) -> float:
@@ -86,29 +140,44 @@ def read_run(run_dir) -> Dict[str, Any]:
     for name in ('args.yaml', SUMMARY, 'model_best.pth.tar'):
         if not (run_dir / name).is_file():
             raise ValueError(f'{run_dir} is not a finished train.py run: {name} is missing')
-    args = yaml.safe_load((run_dir / 'args.yaml').read_text()) or {}
+    try:
+        args = yaml.safe_load((run_dir / 'args.yaml').read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f'{run_dir / "args.yaml"} is not readable YAML ({e})') from None
     rows = read_rows(run_dir / SUMMARY)
-    if not rows or 'eval_top1' not in rows[0]:
-        raise ValueError(f'{run_dir / SUMMARY} has no eval_top1 rows: the run did not validate on a held-out split')
+    try:
+        [(int(r['epoch']), float(r['eval_top1'])) for r in rows]
+    except (KeyError, TypeError, ValueError):
+        rows = []
+    if not rows:
+        raise ValueError(f'{run_dir / SUMMARY} has no rows of epoch and eval_top1: the run did not validate on a '
+                         'held-out split, or the file is damaged')
     if args.get('eval_metric', 'top1') != 'top1':
         raise ValueError(f"the run selected on {args['eval_metric']!r}, not top1: its model_best is not comparable")
     timing = run_dir / 'train_time.json'
-    return {'dir': run_dir, 'args': args, 'rows': rows,
-            'train_time': json.loads(timing.read_text()) if timing.is_file() else {},
+    return {'dir': run_dir, 'args': args, 'rows': rows, 'train_time': read_json(timing) if timing.is_file() else {},
             # train.py validates the EMA after the raw weights and logs / selects by the EMA's metric
             'weights': 'ema' if args.get('model_ema') and not args.get('model_ema_force_cpu') else 'raw'}
+
+
+def held_out(run: Dict[str, Any]) -> Dict[str, Any]:
+    """The split the run validated on and its image count, as timm's reader finds them (the data must be here)."""
+    from timm_odevit.hub import image_folder
+    data_dir, split = run['args'].get('data_dir'), run['args'].get('val_split') or 'validation'
+    if not data_dir or not (pathlib.Path(data_dir) / split).is_dir():
+        raise ValueError(f"the run validated on {data_dir!r}/{split} (args.yaml data_dir / val_split), which is not a "
+                         "folder here: decide where the cycle's data is")
+    return {'data_dir': data_dir, 'split': split, 'images': len(image_folder(data_dir, split)[1])}
 
 
 def best_epoch(run: Dict[str, Any]) -> Dict[str, Any]:
     """The epoch model_best.pth.tar holds (summary.csv's highest eval_top1, the earlier on a tie), cross-checked
     against the checkpoint's own epoch and metric."""
-    import argparse as _argparse
-    import torch
+    from timm_odevit.hub import load_checkpoint_file
     rows = run['rows']
     best = max(rows, key=lambda r: (float(r['eval_top1']), -int(r['epoch'])))
     path = run['dir'] / 'model_best.pth.tar'
-    with torch.serialization.safe_globals([_argparse.Namespace]):  # tensors and train.py's args only
-        ckpt = torch.load(path, map_location='cpu', weights_only=True)
+    ckpt = load_checkpoint_file(path)
     epoch, metric = ckpt.get('epoch'), ckpt.get('metric')
     if epoch != int(best['epoch']) or metric is None or abs(float(metric) - float(best['eval_top1'])) > 1e-6:
         raise ValueError(f'{path} holds epoch {epoch} (metric {metric}), but the best eval_top1 of {SUMMARY} is epoch '
@@ -118,7 +187,7 @@ def best_epoch(run: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def speed_of(args: Dict[str, Any]) -> str:
-    """The speed setting a run used, as named by :mod:`timm_odevit.speed` (from its args.yaml)."""
+    """The speed setting a run used, as named by :mod:`tools.speed` (from its args.yaml)."""
     amp = args.get('amp') and ('bf16' if args.get('amp_dtype') == 'bfloat16' else 'fp16')
     name = '+'.join(n for n in (amp, 'channels_last' if args.get('channels_last') else '') if n)
     return name or 'fp32'
@@ -127,15 +196,15 @@ def speed_of(args: Dict[str, Any]) -> str:
 def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Optional[Dict]) -> Dict[str, Any]:
     """The speed entry of a cycle: the setting the run used (args.yaml), with the measurement that chose it; a
     stated setting (``--speed``, a name or train.py flags) or measurement that disagrees with the run is an error."""
-    from . import speed as speed_mod
+    from .speed import SETTINGS
     used = speed_of(args)
     if speed is not None:
         stated = speed.strip()
         if stated.startswith('--') or stated == '':
-            tokens = stated.split()  # the flags `odevit-cycle speed` printed, less the --epochs N of its --hours
+            tokens = stated.split()  # the flags `python -m tools.speed` printed, less the --epochs N of its --hours
             tokens = [t for i, t in enumerate(tokens) if not t.startswith('--epochs')
                       and not (i and tokens[i - 1] == '--epochs')]
-            stated = next((k for k, v in speed_mod.SETTINGS.items() if sorted(v) == sorted(tokens)), stated)
+            stated = next((k for k, v in SETTINGS.items() if sorted(v) == sorted(tokens)), stated)
         if stated != used:
             raise ValueError(f'--speed {speed!r} is not what the run used: its args.yaml says {used!r}')
     entry: Dict[str, Any] = {'setting': used}
@@ -151,9 +220,10 @@ def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Option
 
 def check_start(run: Dict[str, Any], release_dir: pathlib.Path) -> None:
     """A cycle starts from the release it is compared with, and trains its architecture."""
-    config = json.loads((release_dir / 'config.json').read_text())
-    if run['args'].get('model') != config.get('architecture'):
-        raise ValueError(f"the run trained {run['args'].get('model')!r}, the release is {config.get('architecture')!r}")
+    from timm_odevit.hub import read_config
+    architecture = read_config(release_dir)['architecture']
+    if run['args'].get('model') != architecture:
+        raise ValueError(f"the run trained {run['args'].get('model')!r}, the release is {architecture!r}")
     start = run['args'].get('initial_checkpoint') or ''
     if pathlib.PurePath(start).name != 'model.safetensors' or pathlib.PurePath(start).parent.name != release_dir.name:
         raise ValueError(f"the run started from {repr(start) if start else 'scratch'}, not from "
@@ -168,6 +238,30 @@ def merged_summary(release_rows: List[Dict[str, str]], run_rows: List[Dict[str, 
     rows = [{'cycle': r.get('cycle', first_cycle), **{k: v for k, v in r.items() if k != 'cycle'}}
             for r in release_rows]
     return rows + [{'cycle': cycle, **r} for r in run_rows]
+
+
+def cycle_entry(number: int, command: str, run: Dict[str, Any], best: Dict[str, Any], held: Dict[str, Any],
+                speed: Dict[str, Any], metrics: Dict[str, Any], **more) -> Dict[str, Any]:
+    """A cycle of the record: what the run did and what was measured (held-out and test top-1, images, NFE)."""
+    return {'cycle': number, 'command': command.strip(), 'speed': speed, 'seconds': run['train_time'].get('seconds'),
+            'hardware': run['train_time'].get('hardware'), 'epochs': len(run['rows']), 'best_epoch': best['epoch'],
+            'weights': best['weights'], 'val_top1': round(best['top1'], 4), 'val_split': held['split'],
+            'val_images': held['images'], 'test_top1': round(metrics['top1'], 2), 'test_images': metrics['images'],
+            'test_nfe_per_image': metrics.get('nfe'), 'per_epoch_record': True, **more}
+
+
+def new_record(record: Dict[str, Any], folder: pathlib.Path, run: Dict[str, Any], best: Dict[str, Any],
+               held: Dict[str, Any], metrics: Dict[str, Any]) -> Dict[str, Any]:
+    """``record`` (with its new last cycle) completed for ``folder``: the selection and test of that cycle, the total
+    time and the sha256 of the weights."""
+    known = [c['seconds'] for c in record['cycles'] if c.get('seconds') is not None]
+    return dict(record, weights_sha256=sha256(folder / 'model.safetensors'),
+                selection={'split': held['split'], 'images': held['images'], 'top1': round(best['top1'], 4),
+                           'weights': best['weights'],
+                           'source': f"train.py's eval_top1 of {run['dir'].name}, epoch {best['epoch']}"},
+                test={'top1': round(metrics['top1'], 2), 'top5': round(metrics['top5'], 2), 'images': metrics['images'],
+                      'split': metrics['split'], 'nfe_per_image': metrics.get('nfe')},
+                total_seconds=round(sum(known), 1) if known else None)
 
 
 def plot_cycles(rows: List[Dict[str, Any]], record: Dict[str, Any], out, title: str) -> None:
@@ -251,125 +345,104 @@ learning curve spans the cycles.{note} Total training time: {_hours(record['tota
 
 
 def with_section(card: str, section: str) -> str:
-    """``card`` with its Training cycles section replaced by ``section`` (placed before the citation)."""
-    card = re.sub(r'\n## Training cycles\n.*?(?=\n## |\Z)', '', card, flags=re.S)
+    """An exported ``card`` with the Training cycles ``section`` placed before its citation."""
     at = card.find('\n## Citation')
     return card + section if at < 0 else card[:at] + section + card[at:]
 
 
+def write_record(folder: pathlib.Path, record: Dict[str, Any]) -> None:
+    """record.json into ``folder``, once it is consistent with the folder's weights, card and summary.csv."""
+    failed = check_record(folder, record)
+    if failed:
+        raise ValueError(f'the record of {folder} would contradict it: {"; ".join(failed)}')
+    write_atomic(folder / RECORD, json.dumps(record, indent=1) + '\n')
+
+
 # ---- init ---------------------------------------------------------------------------------------
-def _card_facts(card: str) -> Dict[str, Any]:
-    """What an odevit-export card states about its training (None where it does not say); both card layouts
-    (checkpoint row 'epoch 11, EMA weights' with train.py's 0-based index, or '..., epoch 12 of 12, EMA weights')."""
-    def find(pattern, cast=str):
-        m = re.search(pattern, card)
-        return None if m is None else cast(next(g for g in m.groups() if g is not None))
-    counted = re.search(r'\| checkpoint \|[^|\n]*?epoch (\d+) of \d+, (EMA|raw) weights', card)
-    indexed = re.search(r'\| checkpoint \| epoch (\d+), (EMA|raw) weights', card)
-    epoch = int(counted.group(1)) - 1 if counted else int(indexed.group(1)) if indexed else None
-    weights = (counted or indexed).group(2).lower() if (counted or indexed) else None
-    return {'test_top1': find(r'name: Top-1 accuracy\s+value: ([0-9.]+)|value: ([0-9.]+)\s+name: Top-1 accuracy', float),
-            'test_top5': find(r'name: Top-5 accuracy\s+value: ([0-9.]+)|value: ([0-9.]+)\s+name: Top-5 accuracy', float),
-            'test_images': find(r'\(([0-9,]+) test images', lambda s: int(s.replace(',', ''))),
-            'epochs': find(r'\| epochs \| (\d+) \|', int), 'epoch': epoch, 'weights': weights,
-            'hours': find(r'\| training wall time \| ([0-9.]+) h', float),
-            'hardware': find(r'\| training hardware \| (.+?) \|'),
-            'command': find(r'\nTraining: (.+)\n')}
-
-
-def init_record(release_dir, val_top1: Optional[float] = None, val_images: Optional[int] = None,
-                measure_val: Optional[str] = None, val_split: str = 'val', speed: str = 'fp32',
-                command: Optional[str] = None, seconds: Optional[float] = None, force: bool = False,
+def init_record(release_dir, run_dir, command: str, eval_dir: str, eval_split: str = 'test', force: bool = False,
                 note: str = '') -> Dict[str, Any]:
-    """Write the release's ``record.json`` as cycle 0: its held-out top-1 (measured on ``measure_val``'s
-    ``val_split`` with the release's weights, or given), and what its card states (test top-1, epochs, selected
-    epoch and weights, wall time, command); a summary.csv in the folder is cycle 0's per-epoch record."""
+    """Write the release's ``record.json`` as cycle 0 from the train.py run it was exported from: the run's best
+    held-out epoch (which the release's weights must be), its split and image count, wall time and speed setting, and
+    the test split measured on the release's weights (the card must state the same top-1)."""
+    import timm
+    import torch
+    from safetensors.torch import load_file
+    from timm_odevit.hub import evaluate, model_from_checkpoint
     release_dir = pathlib.Path(release_dir)
+    recover(release_dir)
     if (release_dir / RECORD).exists() and not force:
         raise ValueError(f'{release_dir / RECORD} exists (force=True / --force records the release again)')
-    if (val_top1 is None) == (measure_val is None):
-        raise ValueError('give the held-out top-1 either measured (measure_val: the data root) or as val_top1 '
-                         '(with val_images), not both')
-    facts = _card_facts((release_dir / 'README.md').read_text())
-    missing = [k for k in ('test_top1', 'test_images', 'epochs', 'epoch', 'weights') if facts[k] is None]
-    if missing:
-        raise ValueError(f'{release_dir / "README.md"} does not state {missing}: not an odevit-export card')
-    if measure_val is not None:
-        import timm
-        from .hub import evaluate
-        metrics = evaluate(timm.create_model(f'local-dir:{release_dir}', pretrained=True), measure_val, val_split)
-        val_top1, val_images, source = metrics['top1'], metrics['images'], f'measured on {measure_val}/{val_split}'
-    else:
-        if not val_images or val_images < 1:
-            raise ValueError('val_top1 needs val_images (how many held-out images it was measured on)')
-        source = 'stated'
-    if not 0 <= val_top1 <= 100:
-        raise ValueError(f'val_top1 is a percentage, got {val_top1}')
-    seconds = seconds if seconds is not None else (facts['hours'] * 3600 if facts['hours'] is not None else None)
-    cycle0 = {'cycle': 0, 'command': command or facts['command'] or '?', 'speed': {'setting': speed},
-              'seconds': seconds, 'hardware': facts['hardware'], 'epochs': facts['epochs'],
-              'best_epoch': facts['epoch'], 'weights': facts['weights'], 'val_top1': round(val_top1, 4),
-              'test_top1_before': None, 'test_top1': facts['test_top1'],
-              'per_epoch_record': (release_dir / SUMMARY).is_file(), 'note': note}
-    record = {'tag': release_dir.name, 'weights_sha256': sha256(release_dir / 'model.safetensors'),
-              'selection': {'split': val_split, 'images': val_images, 'top1': round(val_top1, 4),
-                            'weights': facts['weights'], 'source': source},
-              'test': {'top1': facts['test_top1'], 'top5': facts['test_top5'], 'images': facts['test_images']},
-              'cycles': [cycle0], 'total_seconds': seconds}
-    (release_dir / RECORD).write_text(json.dumps(record, indent=1) + '\n')
+    if not command or not command.strip():
+        raise ValueError("command: the exact command line of cycle 0's run, for the record")
+    run = read_run(run_dir)
+    best, held = best_epoch(run), held_out(run)
+    released = load_file(str(release_dir / 'model.safetensors'))
+    selected = model_from_checkpoint(best['checkpoint'], use_ema=best['weights'] == 'ema')[0].state_dict()
+    if released.keys() != selected.keys() or not all(torch.equal(released[k], selected[k]) for k in selected):
+        raise ValueError(f"{release_dir / 'model.safetensors'} are not the {best['weights']} weights of epoch "
+                         f"{best['epoch']} that {run['dir']} selected: export that run's selected weights")
+    metrics = evaluate(timm.create_model(f'local-dir:{release_dir.resolve()}', pretrained=True), eval_dir, eval_split)
+    if abs(card_top1(release_dir) - metrics['top1']) >= 0.005:
+        raise ValueError(f"{release_dir / 'README.md'} states test top-1 {card_top1(release_dir)}, the weights measure "
+                         f"{metrics['top1']:.2f} on {eval_dir}/{eval_split}: export the folder again")
+    cycle0 = cycle_entry(0, command, run, best, held, {'setting': speed_of(run['args'])}, metrics,
+                         test_top1_before=None, per_epoch_record=(release_dir / SUMMARY).is_file(), note=note)
+    record = new_record({'tag': release_dir.name, 'cycles': [cycle0]}, release_dir, run, best, held, metrics)
+    write_record(release_dir, record)
     return record
 
 
 # ---- release ------------------------------------------------------------------------------------
-def held_out_at_depths(release_dir, best: Dict[str, Any], run: Dict[str, Any], grids: Sequence[int]) -> Dict[str, Any]:
+def held_out_at_depths(release_dir, best: Dict[str, Any], held: Dict[str, Any], grids: Sequence[int]) -> Dict[str, Any]:
     """Held-out top-1 (%) at each depth of ``grids`` of the release's weights and of the cycle's best epoch, on the
-    run's own validation split (its args.yaml ``data_dir`` / ``val_split``): {'before', 'after': {depth: top1},
-    'images'}."""
+    run's own validation split (:func:`held_out`): {'before', 'after': {depth: top1}, 'images', 'split'}."""
     import timm
-    from .hub import _check_grids, evaluate_grids, image_folder, model_from_checkpoint
-    _check_grids(grids)
-    data_dir, split = run['args'].get('data_dir'), run['args'].get('val_split') or 'validation'
-    if not data_dir or not (pathlib.Path(data_dir) / split).is_dir():
-        raise ValueError(f"select_grids measures the run's held-out split, but {data_dir!r}/{split} (args.yaml "
-                         "data_dir / val_split) is not a folder here: run the decision where the cycle's data is")
+    from timm_odevit.hub import evaluate_grids, model_from_checkpoint
     release = timm.create_model(f'local-dir:{pathlib.Path(release_dir).resolve()}', pretrained=True)
     candidate, _ = model_from_checkpoint(best['checkpoint'], use_ema=best['weights'] == 'ema')
-    out = {'images': len(image_folder(data_dir, split)[1]), 'split': f'{data_dir}/{split}'}
+    out = {'images': held['images'], 'split': f"{held['data_dir']}/{held['split']}"}
     for key, model in (('before', release), ('after', candidate)):
-        out[key] = {str(r['depth']): round(r['top1'], 4) for r in evaluate_grids(model, data_dir, split, list(grids))}
+        rows = evaluate_grids(model, held['data_dir'], held['split'], list(grids))
+        out[key] = {str(r['depth']): round(r['top1'], 4) for r in rows}
     return out
 
 
 def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = None, eval_split: str = 'test',
                   speed: Optional[str] = None, speed_record: Optional[Dict] = None,
                   min_gain: Optional[float] = None, dry_run: bool = False, repo_id: Optional[str] = None,
-                  package_weights=None, grids: Optional[Sequence[int]] = None,
+                  package_dir=None, grids: Optional[Sequence[int]] = None,
                   select_grids: Optional[Sequence[int]] = None) -> Dict[str, Any]:
     """Decide on a finished cycle and, when its held-out top-1 beats the release's beyond the noise, release it
-    (see the module docstring). ``package_weights``: the package's copy of the weights, updated with the
-    release. ``grids``: the depths whose test top-1 the card and the record give (default: hub.DEFAULT_GRIDS;
+    (see the module docstring). ``package_dir``: the package's copy of the weights and their config.json
+    (``timm_odevit/weights/<tag>``), updated with the release. ``grids``: the depths whose test top-1 the card and the record give (default: hub.DEFAULT_GRIDS;
     ``()`` for none). ``select_grids``: decide on the mean held-out top-1 over these depths instead (the module
     docstring). Returns the decision (and the test metrics when released)."""
     release_dir = pathlib.Path(release_dir)
+    package_dir = None if package_dir is None else pathlib.Path(package_dir)
+    recover(release_dir, package_dir)
     if not command or not command.strip():
         raise ValueError('command: the exact command line the cycle ran, for the record')
     record = read_record(release_dir)
     run = read_run(run_dir)
     check_start(run, release_dir)
-    best = best_epoch(run)
-    speed_entry = check_speed(run['args'], speed, speed_record)
+    best, held = best_epoch(run), held_out(run)
     before = record['selection']
+    if (held['split'], held['images']) != (before['split'], before['images']):
+        raise ValueError(f"the run validated on {held['images']} '{held['split']}' images, the release was selected on "
+                         f"{before['images']} '{before['split']}' images: validate a cycle on the release's held-out "
+                         'split')
+    speed_entry = check_speed(run['args'], speed, speed_record)
     floor = noise_floor(before['top1'], before['images']) if min_gain is None else float(min_gain)
     if floor < 0:
         raise ValueError(f'min_gain is a number of points >= 0, got {min_gain}')
     gain = best['top1'] - before['top1']
     decision = {'release': release_dir.name, 'run': str(run['dir']), 'epoch': best['epoch'],
                 'weights': best['weights'], 'val_top1': best['top1'], 'val_top1_before': before['top1'],
-                'gain': round(gain, 4), 'required_gain': round(floor, 4), 'improved': gain > floor,
-                'speed': speed_entry['setting'], 'released': False}
+                'val_images': held['images'], 'gain': round(gain, 4), 'required_gain': round(floor, 4),
+                'improved': gain > floor, 'speed': speed_entry['setting'], 'released': False}
     criterion = None
     if select_grids:
-        measured = held_out_at_depths(release_dir, best, run, select_grids)
+        measured = held_out_at_depths(release_dir, best, held, select_grids)
         mean_before, mean_after = (statistics.fmean(measured[k].values()) for k in ('before', 'after'))
         mean_floor = noise_floor(mean_before, measured['images'])
         criterion = {'name': 'anytime', 'split': measured['split'], 'images': measured['images'],
@@ -384,50 +457,37 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
         raise ValueError('eval_dir: the data root whose test split the card measures')
     cycle = record['cycles'][-1]['cycle'] + 1
     staging = pathlib.Path(tempfile.mkdtemp(dir=release_dir.parent, prefix=f'.{release_dir.name}.cycle-'))
-    try:
-        from .hub import DEFAULT_GRIDS, export, verify_folder
+    try:  # the new folder is built whole in staging, then swapped in: an interruption leaves the old or the new one
+        from timm_odevit.hub import DEFAULT_GRIDS, export
         folder = staging / release_dir.name
         metrics = export(best['checkpoint'], str(folder), use_ema=best['weights'] == 'ema', eval_dir=eval_dir,
                          eval_split=eval_split, repo_id=repo_id or _registered_repo_id(release_dir.name),
                          train_command=command, grids=DEFAULT_GRIDS if grids is None else (list(grids) or None))
         old_rows = read_rows(release_dir / SUMMARY) if (release_dir / SUMMARY).is_file() else []
         rows = merged_summary(old_rows, run['rows'], cycle, first_cycle=record['cycles'][0]['cycle'])
-        write_rows(folder / SUMMARY, rows)
-        seconds = run['train_time'].get('seconds')
-        record['cycles'].append({
-            'cycle': cycle, 'command': command.strip(), 'speed': speed_entry, 'seconds': seconds,
-            'hardware': run['train_time'].get('hardware'), 'epochs': len(run['rows']), 'best_epoch': best['epoch'],
-            'weights': best['weights'], 'val_top1': round(best['top1'], 4), 'val_top1_before': before['top1'],
-            'test_top1_before': record['test']['top1'], 'test_top1': round(metrics['top1'], 2),
-            'per_epoch_record': True, 'started_from_sha256': record['weights_sha256'],
+        write_atomic(folder / SUMMARY, rows_text(rows))
+        record['cycles'].append(cycle_entry(
+            cycle, command, run, best, held, speed_entry, metrics, val_top1_before=before['top1'],
+            test_top1_before=record['test']['top1'], started_from_sha256=record['weights_sha256'],
             **({'criterion': criterion} if criterion else {}),
             **({'test_top1_at_depth': {str(g['depth']): round(g['top1'], 2) for g in metrics['grids']}}
-               if metrics.get('grids') else {})})
-        known = [c['seconds'] for c in record['cycles'] if c.get('seconds') is not None]
-        record['total_seconds'] = round(sum(known), 1) if known else None
-        record['selection'] = dict(before, top1=round(best['top1'], 4), weights=best['weights'],
-                                   source=f"train.py's eval_top1 of {run['dir'].name}, epoch {best['epoch']}")
-        record['test'] = {'top1': round(metrics['top1'], 2), 'top5': round(metrics['top5'], 2),
-                          'images': metrics['images']}
-        record['weights_sha256'] = sha256(folder / 'model.safetensors')
-        (folder / RECORD).write_text(json.dumps(record, indent=1) + '\n')
-        keep_cycle0 = (len(record['cycles']) == 2 and not record['cycles'][0].get('per_epoch_record', True)
-                       and ((release_dir / CURVE).is_file() or (release_dir / CYCLE0_CURVE).is_file()))
-        if keep_cycle0 and not (release_dir / CYCLE0_CURVE).is_file():
-            shutil.copy(release_dir / CURVE, folder / CYCLE0_CURVE)
+               if metrics.get('grids') else {})))
+        record = new_record(record, folder, run, best, held, metrics)
+        cycle0_curve = next((p for p in (release_dir / CYCLE0_CURVE, release_dir / CURVE) if p.is_file()), None)
+        keep_cycle0 = not record['cycles'][0].get('per_epoch_record', True) and cycle0_curve is not None and (
+            cycle0_curve.name == CYCLE0_CURVE or cycle == record['cycles'][0]['cycle'] + 1)
+        if keep_cycle0:  # cycle 0's own curve: the folder's curve before the first cycle redraws it
+            write_atomic(folder / CYCLE0_CURVE, cycle0_curve.read_bytes())
         if (folder / CURVE).is_file():  # export drew one (matplotlib installed): draw the curve across cycles
             plot_cycles(rows, record, folder / CURVE, f'{release_dir.name}: validation top-1 across training cycles')
         card = folder / 'README.md'
-        card.write_text(with_section(card.read_text(), card_section(record, cycle0_curve=keep_cycle0)))
-        verify_folder(folder)
-        for f in sorted(folder.iterdir()):
-            shutil.move(str(f), str(release_dir / f.name))  # same file system: a rename per file
-        if package_weights is not None:
-            shutil.copy(release_dir / 'model.safetensors', package_weights)
+        write_atomic(card, with_section(card.read_text(), card_section(record, cycle0_curve=keep_cycle0)))
+        write_record(folder, record)
+        swap_folder(folder, release_dir, package_dir)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        recover(release_dir, package_dir)  # restores the old folder if the swap stopped half-way; drops staging
     decision.update(released=True, cycle=cycle, test_top1=metrics['top1'], test_top5=metrics['top5'],
-                    test_top1_before=record['cycles'][-1]['test_top1_before'])
+                    test_images=metrics['images'], test_top1_before=record['cycles'][-1]['test_top1_before'])
     return decision
 
 
@@ -442,9 +502,8 @@ def _registered_repo_id(tag: str) -> Optional[str]:
 
 # ---- command line -------------------------------------------------------------------------------
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog='odevit-cycle', description=__doc__.split('\n\n')[0])
+    p = argparse.ArgumentParser(prog='python -m tools.cycle', description=__doc__.split('\n\n')[0])
     sub = p.add_subparsers(dest='step', required=True)
-    s = sub.add_parser('speed', add_help=False, help="the speed setting of this machine (timm_odevit.speed's options)")
     s = sub.add_parser('release', help='decide on a finished cycle; release it when it improved')
     s.add_argument('run_dir', help="the cycle's train.py output folder (summary.csv, model_best.pth.tar, args.yaml)")
     s.add_argument('release_dir', help='release/<tag> (with record.json)')
@@ -452,7 +511,7 @@ def main(argv=None) -> None:
     s.add_argument('--eval-dir', help='data root whose test split the card measures (e.g. ../shared/data/cifar10)')
     s.add_argument('--eval-split', default='test')
     s.add_argument('--speed', default=None, help='the speed setting the run used (a name or the train.py flags)')
-    s.add_argument('--speed-record', default=None, help='the JSON of `odevit-cycle speed --out` that chose it')
+    s.add_argument('--speed-record', default=None, help='the JSON of `python -m tools.speed --out` that chose it')
     s.add_argument('--min-gain', type=float, default=None,
                    help='points of held-out top-1 to beat (default: one binomial standard error of the release)')
     s.add_argument('--repo-id', default=None, help='Hub id for the card (default: the registered tag\'s)')
@@ -465,33 +524,26 @@ def main(argv=None) -> None:
     s.add_argument('--grids', type=int, nargs='*', default=None, metavar='N',
                    help='depths (Euler steps / iterations) whose test top-1 the card gives (default: 2 3 4 6 8 12 16 24; '
                         'none: --grids with no value)')
-    i = sub.add_parser('init', help="record a release as cycle 0 (record.json)")
+    i = sub.add_parser('init', help="record a release as cycle 0 (record.json) from the run it was exported from")
     i.add_argument('release_dir')
-    i.add_argument('--measure-val', default=None, help='data root: measure the held-out top-1 of the weights')
-    i.add_argument('--val-split', default='val')
-    i.add_argument('--val-top1', type=float, default=None)
-    i.add_argument('--val-images', type=int, default=None)
-    i.add_argument('--speed', default='fp32')
-    i.add_argument('--command', default=None, help="cycle 0's command (default: the card's Training line)")
-    i.add_argument('--seconds', type=float, default=None, help="cycle 0's wall time (default: the card's, rounded)")
+    i.add_argument('run_dir', help="cycle 0's train.py output folder")
+    i.add_argument('--command', required=True, help="the exact command line of cycle 0's run")
+    i.add_argument('--eval-dir', required=True, help='data root whose test split the card measured')
+    i.add_argument('--eval-split', default='test')
     i.add_argument('--note', default='')
     i.add_argument('--force', action='store_true')
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ['speed']:
-        from .speed import main as speed_main
-        return speed_main(argv[1:])
     args = p.parse_args(argv)
     try:
         if args.step == 'init':
-            out = init_record(args.release_dir, args.val_top1, args.val_images, args.measure_val, args.val_split,
-                              args.speed, args.command, args.seconds, args.force, args.note)
+            out = init_record(args.release_dir, args.run_dir, args.command, args.eval_dir, args.eval_split,
+                              args.force, args.note)
         else:
-            speed_record = json.loads(pathlib.Path(args.speed_record).read_text()) if args.speed_record else None
+            speed_record = read_json(args.speed_record) if args.speed_record else None
             package = None
-            if not args.no_package_weights and not args.dry_run:
-                from .models._common import packaged_weights
-                candidate = packaged_weights(pathlib.Path(args.release_dir).name)
-                package = candidate if candidate.is_file() else None
+            if not args.no_package_weights:
+                from timm_odevit.models._common import packaged_weights
+                candidate = packaged_weights(pathlib.Path(args.release_dir).name).parent
+                package = candidate if candidate.is_dir() else None
             out = release_cycle(args.run_dir, args.release_dir, args.command, args.eval_dir, args.eval_split,
                                 args.speed, speed_record, args.min_gain, args.dry_run, args.repo_id, package,
                                 args.grids, args.select_grids)

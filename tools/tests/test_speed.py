@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from timm_odevit import speed
+from tools import speed
 
 
 class FakeMachine:
@@ -220,14 +220,14 @@ def test_hours_add_the_epochs_that_fit_to_the_flags(tmp_path, capsys):
     data = _image_folder(tmp_path / 'data', {'train': 6, 'val': 2})
     config = tmp_path / 'c.yaml'
     config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\nnum_classes: 2\nlr: 1.0e-4\n'
-                      'train_split: train\nval_split: val\nmodel_ema: true\nwarmup_epochs: 0.2\n')
+                      'train_split: train\nval_split: val\nmodel_ema: true\nwarmup_epochs: 0.2\ncooldown_epochs: 2\n')
     speed.main(['--config', str(config), '--data-dir', str(data), '--batch-size', '2', '--updates', '2',
                 '--settings', 'fp32', '--hours', '0.5', '--out', str(tmp_path / 'speed.json')])
     out, err = capsys.readouterr()
     fit = json.loads((tmp_path / 'speed.json').read_text())['epochs']
     assert fit['train_images'] == 12 and fit['eval_images'] == 4 and fit['evals'] == 2
     expected = speed.epochs_that_fit(0.5, 12, fit['train_img_s'], 4, fit['eval_img_s'], 2)
-    assert fit['epochs'] == expected['epochs'] >= 1
+    assert fit['epochs_run'] == fit['epochs'] + 2 == expected['epochs']  # the cooldown epochs run too
     assert out.split() == ['--epochs', str(fit['epochs'])] and 'epochs fit in 0.5 h' in err
 
 
@@ -248,3 +248,16 @@ def test_hours_need_the_data_and_a_warm_up_shorter_than_the_cycle(tmp_path):
         speed.check_warmup({'model': 'm'}, 5, 1.0)
     speed.check_warmup({'model': 'm'}, 6, 1.0)
     speed.check_warmup({'model': 'm', 'warmup_epochs': 0}, 1, 1.0)
+
+
+@pytest.mark.parametrize('cfg, flag', [
+    ({}, (9, 9)),
+    ({'cooldown_epochs': 2}, (7, 9)),                                   # train.py runs epochs + cooldown_epochs
+    ({'cooldown_epochs': 2, 'warmup_epochs': 1, 'warmup_prefix': True}, (6, 9)),   # + a warm-up prefix
+    ({'cooldown_epochs': 2, 'lr_cycle_limit': 2}, (3, 8)),              # two cosine cycles of N epochs
+    ({'cooldown_epochs': 1, 'sched_on_updates': True, 'warmup_epochs': 0.2}, (8, 9)),
+])
+def test_the_epochs_flag_counts_what_timms_scheduler_runs(cfg, flag):
+    assert speed.epochs_flag(cfg, 9, 4500, 1.0) == flag
+    with pytest.raises(ValueError, match='runs more than the 2 epochs'):
+        speed.epochs_flag({'cooldown_epochs': 2}, 2, 4500, 1.0)

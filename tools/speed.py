@@ -1,7 +1,7 @@
 """The fastest correct train.py speed setting of this machine: fp32, bf16 autocast, channels_last (and both).
 
-    python -m timm_odevit.speed --config train_configs/X.yaml [--data-dir D] [--initial-checkpoint W]
-                                [--batch-size 32] [--updates 8] [--hours H] [--out speed.json]
+    python -m tools.speed --config train_configs/X.yaml [--data-dir D] [--initial-checkpoint W]
+                          [--batch-size 32] [--updates 8] [--hours H] [--out speed.json]   # from the repository root
 
 Each setting trains its own copy of the same initial weights on the same batches, one update at a time and
 interleaved (a load that changes during the measurement hits every setting alike); the time per update is the
@@ -10,8 +10,9 @@ fp32's on the same batches and that beats fp32 by at least 5 % (less is timing n
 2/3 of the timed updates paired with fp32's (a median of a few updates on a shared machine swings by more); a
 setting more than ``max_slowdown`` x slower than fp32 after its first timed update is dropped early.
 ``--hours H`` sizes the cycle to the time left: the chosen setting's measured training and evaluation speed and
-the sizes of the config's train and validation splits give the whole epochs that fit in H hours (``--epochs N``,
-added to the flags; the cosine then ends within the time).
+the sizes of the config's train and validation splits give the whole epochs that fit in H hours; ``--epochs N``,
+added to the flags, is the largest N whose run fits them as timm's scheduler counts its epochs (a warm-up prefix,
+cycles and cooldown epochs included), so the schedule ends within the time.
 stdout: the flags for train.py (empty for fp32); stderr: the measurement; ``--out``: it as JSON.
 """
 import argparse
@@ -21,6 +22,8 @@ import statistics
 import sys
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .atomic import write_atomic
 
 SETTINGS: Dict[str, Tuple[str, ...]] = {
     'fp32': (),
@@ -268,7 +271,7 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     (:func:`epochs_that_fit`, record['epochs']); needs ``data_dir`` (the splits' sizes)."""
     import torch
     import yaml
-    from .train import hardware
+    from timm_odevit.train import hardware
     log = log or sys.stderr
     cfg = yaml.safe_load(open(config)) or {}
     if not isinstance(cfg, dict) or not cfg.get('model'):
@@ -325,12 +328,31 @@ def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, 
     eval_img_s = eval_speed(model, batches, choice, device)
     evals = 2 if cfg.get('model_ema') else 1
     fit = epochs_that_fit(hours, sizes['train_images'], train_img_s, sizes['eval_images'], eval_img_s, evals)
+    fits = fit['epochs']
+    fit['epochs'], fit['epochs_run'] = epochs_flag(cfg, fits, sizes['train_images'], hours)
     check_warmup(cfg, fit['epochs'], hours)
     fit.update(sizes, train_img_s=train_img_s, eval_img_s=eval_img_s, evals=evals)
-    print(f"speed: {fit['epochs']} epochs fit in {hours:g} h ({fit['epoch_seconds'] / 60:.1f} min each: "
+    print(f"speed: {fits} epochs fit in {hours:g} h ({fit['epoch_seconds'] / 60:.1f} min each: "
           f"{sizes['train_images']} '{train_split}' images at {train_img_s:.1f} img/s, {evals} x "
-          f"{sizes['eval_images']} '{val_split}' images at {eval_img_s:.1f} img/s)", file=log)
+          f"{sizes['eval_images']} '{val_split}' images at {eval_img_s:.1f} img/s): --epochs {fit['epochs']} runs "
+          f"{fit['epochs_run']}", file=log)
     return fit
+
+
+def epochs_flag(cfg: dict, fits: int, train_images: int, hours: float) -> Tuple[int, int]:
+    """(N, the epochs train.py then runs): the largest ``--epochs N`` whose run, as timm's scheduler counts it for the
+    config (a warm-up prefix, cycles and cooldown epochs included), is at most the ``fits`` epochs that fit."""
+    import torch
+    from timm.scheduler import create_scheduler_v2, scheduler_kwargs
+    args = argparse.Namespace(**dict({'sched': 'cosine'}, **cfg))  # train.py's default schedule
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=float(cfg.get('lr', 0.1)))
+    updates = max(1, train_images // int(cfg.get('batch_size', 128)))
+    for n in range(fits, 0, -1):
+        run = create_scheduler_v2(optimizer, **dict(scheduler_kwargs(args), num_epochs=n), updates_per_epoch=updates)[1]
+        if run <= fits:
+            return n, run
+    raise ValueError(f"{cfg.get('model')}'s schedule (warm-up prefix, cycles, cooldown_epochs) runs more than the "
+                     f"{fits} epochs that fit in {hours:g} h at any --epochs: give more hours or a shorter schedule")
 
 
 def main(argv=None) -> None:
@@ -356,8 +378,7 @@ def main(argv=None) -> None:
     except (ValueError, OSError) as e:
         raise SystemExit(f'error: {e}')
     if args.out:
-        with open(args.out, 'w') as f:
-            json.dump(record, f, indent=1)
+        write_atomic(args.out, json.dumps(record, indent=1) + '\n')
     print(' '.join(record['flags'] + (['--epochs', str(record['epochs']['epochs'])] if 'epochs' in record else [])))
 
 

@@ -1,0 +1,55 @@
+"""Writes that an interruption (an exception or a SIGKILL) cannot leave half done.
+
+A file is written to a temporary file in its own folder and renamed over the target (``os.replace``). A folder is
+swapped whole: the old one is renamed to a backup beside it, the new one into place, then the backup is deleted.
+:func:`recover` finishes or undoes a swap that was cut between those steps; the tools call it before anything else.
+"""
+import os
+import pathlib
+import shutil
+import uuid
+from typing import Optional, Union
+
+PACKAGED = ('model.safetensors', 'config.json')  # the package's copy of a release: its weights and their config
+
+
+def write_atomic(path, data: Union[str, bytes]) -> None:
+    """``path`` holds ``data`` afterwards, or what it held before: never a part of it."""
+    path = pathlib.Path(path)
+    tmp = path.with_name(f'.{path.name}.{uuid.uuid4().hex[:8]}.tmp')
+    try:
+        with open(tmp, 'xb') as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def backup_of(folder: pathlib.Path) -> pathlib.Path:
+    return folder.with_name(f'.{folder.name}.old')
+
+
+def swap_folder(new: pathlib.Path, folder: pathlib.Path, package: Optional[pathlib.Path] = None) -> None:
+    """Put the complete folder ``new`` in place of ``folder``, and its :data:`PACKAGED` files into ``package``."""
+    folder.rename(backup_of(folder))
+    new.rename(folder)
+    recover(folder, package)
+
+
+def recover(folder, package: Optional[pathlib.Path] = None) -> None:
+    """Restore ``folder`` from its backup when a swap stopped before the new folder was in place; else finish the
+    swap (``package``: the folder of the package's copy to bring up to date) and delete what was left behind."""
+    folder = pathlib.Path(folder)
+    backup = backup_of(folder)
+    if backup.is_dir() and not folder.exists():
+        backup.rename(folder)
+    elif backup.is_dir():
+        for name in PACKAGED if package is not None else ():
+            write_atomic(package / name, (folder / name).read_bytes())
+        shutil.rmtree(backup)
+    for left in folder.parent.glob(f'.{folder.name}.cycle-*'):  # staging folders of killed runs
+        shutil.rmtree(left, ignore_errors=True)
+    for tmp in [*folder.glob('.*.tmp'), *(package.glob('.*.tmp') if package else ())]:
+        tmp.unlink(missing_ok=True)
