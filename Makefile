@@ -29,7 +29,7 @@ train: $(STAMP)
 	$(BIN)/python -m timm_odevit.train --config $(CONFIG) $(DATA_ARGS) --output $(OUTPUT) $(ARGS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=10 $(ARGS)
+	$(BIN)/python -m pytest -q -n 2 --durations=15 $(ARGS)
 
 bench: $(STAMP)
 	cd bench && for s in throughput solver_overhead memory_vs_steps model_table plots; do ../$(BIN)/python $$s.py || exit 1; done

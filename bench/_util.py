@@ -30,13 +30,28 @@ def time_interleaved(fns: Dict[str, Callable[[], None]], repeats: int, warmup: i
     return {n: {'median_s': statistics.median(s), 'min_s': min(s), 'repeats': len(s)} for n, s in samples.items()}
 
 
+def _git_commit() -> str:
+    """HEAD of the checkout the bench runs from, with '+dirty' when tracked files differ from it."""
+    import subprocess
+    root = pathlib.Path(__file__).resolve().parents[1]
+    def git(*a):
+        return subprocess.run(['git', '-C', str(root), *a], capture_output=True, text=True).stdout.strip()
+    head = git('rev-parse', 'HEAD') or 'unknown'
+    return head + ('+dirty' if git('status', '--porcelain', '--untracked-files=no') else '')
+
+
 def environment() -> Dict[str, str]:
+    """Where and how a result was measured: machine (CPU model, cores, threads or the GPU), versions, commit,
+    date and the exact command (recorded when measured, never back-filled)."""
+    import datetime
     import timm
     import torchdiffeq
+    from timm_odevit.train import hardware
     return {
+        'machine': hardware(), 'cpu_cores': os.cpu_count(), 'cpu_threads': torch.get_num_threads(),
         'python': platform.python_version(), 'torch': torch.__version__, 'timm': timm.__version__,
-        'torchdiffeq': torchdiffeq.__version__, 'cpu_threads': torch.get_num_threads(),
-        'device': 'cuda:' + torch.cuda.get_device_name() if torch.cuda.is_available() else platform.processor() or 'cpu',
+        'torchdiffeq': torchdiffeq.__version__, 'commit': _git_commit(),
+        'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
         'command': ' '.join([os.path.basename(sys.executable)] + sys.argv),
     }
 
@@ -54,7 +69,9 @@ def seed_of(key: str) -> int:
 def write_result(name: str, payload: dict) -> pathlib.Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f'{name}.json'
-    path.write_text(json.dumps({'environment': environment(), **payload}, indent=2) + '\n')
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')  # atomic: an interrupted write keeps the old file
+    tmp.write_text(json.dumps({'environment': environment(), **payload}, indent=2) + '\n')
+    os.replace(tmp, path)
     return path
 
 
