@@ -99,6 +99,6 @@ def top1_at_grids(model: torch.nn.Module, data: Tuple[torch.Tensor, torch.Tensor
     from timm_odevit.anytime import accuracy_at_budgets
     from timm_odevit.layers.depth_stack import depth_stack
     loader = list(zip(data[0].split(250), data[1].split(250)))
-    recurrent = depth_stack(model).is_recurrent
+    recurrent = depth_stack(model).solver.unit == 'iteration'
     table = accuracy_at_budgets(model, loader, grids=[g if recurrent else ('euler', g) for g in grids])
     return {str(g): round(r['top1'], 2) for g, r in zip(grids, table)}

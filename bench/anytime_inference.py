@@ -126,7 +126,7 @@ def main():
             and torch.allclose(torch.tensor(cfg['std']), STD.flatten(), atol=1e-3)):
         raise SystemExit(f'{args.model} was trained with mean/std {cfg["mean"]}/{cfg["std"]}, not CIFAR-10\'s '
                          '(bench/_data.py): this benchmark reads CIFAR-10 only')
-    recurrent = model.blocks.is_recurrent
+    recurrent = model.blocks.solver.unit == 'iteration'
     trained = model.blocks.solver
     x, y = load_split(args.data, 'test', args.per_class)
     batches = [(x[i:i + args.batch], y[i:i + args.batch]) for i in range(0, len(x), args.batch)]

@@ -54,7 +54,7 @@ def grid_schedule(arm: str, steps: int, width: int, total_updates: int, seed: in
 
 def set_depth(model: torch.nn.Module, depth: int) -> None:
     """Euler steps of an ODE model, iterations of a recurrent one."""
-    if depth_stack(model).is_recurrent:
+    if depth_stack(model).solver.unit == 'iteration':
         model.set_iterations(depth)
     else:
         model.set_solver(steps=depth)

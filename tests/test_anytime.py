@@ -217,9 +217,7 @@ def test_accuracy_at_budgets_measures_each_grid_and_restores_the_solver():
 def test_accuracy_at_budgets_recurrent_iterations():
     model = _model('bvit_recurrent4')
     table = accuracy_at_budgets(model, _loader(4), grids=[1, 2, ('recurrence', 6)])
-    assert [r['nfe'] for r in table] == [1, 2, 6] and model.blocks.solver.iterations == 4
-    with pytest.raises(ValueError, match='iterates a block'):
-        accuracy_at_budgets(model, _loader(4), grids=[('euler', 2)])
+    assert [r['nfe'] for r in table] == [1, 2, 6] and model.iterations == 4
 
 
 def test_accuracy_at_budgets_restores_the_solver_on_error():
@@ -265,3 +263,26 @@ def test_best_grid_for_budget():
             best_grid_for_budget(bad, 4)
     with pytest.raises(ValueError, match='max_nfe'):
         best_grid_for_budget(table, 'many')
+
+
+def test_measuring_restores_every_modules_mode_and_training_keeps_drawing_depths():
+    """accuracy_at_budgets changes the grid (new interval modules); afterwards every module is back in its mode, so a
+    train_depth model with a hook on its field trains on drawn depths, not on the fixed grid."""
+    torch.manual_seed(0)
+    model = timm.create_model('odevit_tiny_cifar', steps=4, train_depth=(1, 3), **TINY).train()
+    calls = []
+    model.blocks.field.register_forward_hook(lambda *args: calls.append(1))
+    accuracy_at_budgets(model, _loader(), grids=[2, 6])
+    assert all(m.training for m in model.modules())
+    depths = set()
+    for _ in range(12):
+        calls.clear()
+        model(_images(2))
+        depths.add(len(calls))
+    assert depths <= {1, 2, 3} and len(depths) > 1
+
+
+def test_numpy_integer_grids_are_taken():
+    import numpy as np
+    table = accuracy_at_budgets(_model(), _loader(), grids=[np.int64(2), np.int32(4)])
+    assert [r['nfe'] for r in table] == [2, 4]

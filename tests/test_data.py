@@ -148,3 +148,18 @@ def test_unreadable_or_rangeless_images_are_refused_naming_the_file(tmp_path, wr
     path = path if path.exists() else path.with_suffix('.tif')
     with pytest.raises(ValueError, match=f'cannot read image .*{path.name}'):
         open_rgb(path)
+
+
+def test_only_the_images_timm_reads_are_split_and_no_class_is_dropped(src, tmp_path):
+    """timm's ImageFolder reader reads .png / .jpg / .jpeg only: other files are neither counted nor linked, and a
+    class folder with none of them (which would vanish from the split and shift every label after it) is refused."""
+    for i in range(6):
+        (src / 'train' / 'dog' / f'extra{i}.bmp').write_bytes(b'bmp')
+    counts = make_holdout_split(src, tmp_path / 'holdout', val_per_class=2)
+    assert counts == {'train': 12, 'val': 6, 'classes': 3}
+    assert not list((tmp_path / 'holdout').rglob('*.bmp'))
+    (src / 'train' / 'bird').mkdir()
+    for i in range(6):
+        (src / 'train' / 'bird' / f'b{i}.webp').write_bytes(b'webp')
+    with pytest.raises(ValueError, match=r"\['bird'\] .* hold no image that timm reads .*would drop them"):
+        make_holdout_split(src, tmp_path / 'other', val_per_class=2)

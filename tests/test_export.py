@@ -96,7 +96,7 @@ def test_card_states_the_evaluated_split_dataset_images_and_1_based_epoch(tmp_pa
 
 def test_dataset_must_describe_the_evaluated_classes(tmp_path, eval_dir):
     ckpt = _checkpoint(tmp_path / 'run' / 'last.pth.tar')
-    with pytest.raises(ValueError, match='--dataset cifar100 does not describe .* 10 classes'):
+    with pytest.raises(ValueError, match='--dataset cifar100 does not describe .*10 classes'):
         hub.export(str(ckpt), str(tmp_path / 'out'), eval_dir=str(eval_dir), dataset='cifar100')
     assert not (tmp_path / 'out').exists()
 
@@ -223,3 +223,33 @@ def test_publish_cli_errors(tmp_path, eval_dir, capsys):
 def test_every_flag_has_help(parser):
     undocumented = [a.dest for a in parser()._actions if not a.help]
     assert not undocumented
+
+
+def test_a_one_channel_checkpoint_is_evaluated_on_greyscale_images(tmp_path, eval_dir):
+    """timm's scripts read images as L for a one-channel model; so do the evaluation and the verification."""
+    ckpt = _checkpoint(tmp_path / 'run' / 'last.pth.tar', in_chans=1)
+    saved = torch.load(ckpt, weights_only=False)
+    model = timm.create_model('odevit_tiny_cifar', steps=2, in_chans=1)
+    saved['state_dict'] = model.state_dict()
+    torch.save(saved, ckpt)
+    metrics = hub.export(str(ckpt), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+    assert metrics['images'] == 20
+    loaded = timm.create_model(f'local-dir:{tmp_path / "out"}', pretrained=True)
+    assert loaded.pretrained_cfg['input_size'] == (1, 32, 32)
+
+
+def test_export_into_a_symlinked_folder_replaces_the_folder_it_points_to(tmp_path, eval_dir):
+    target = tmp_path / 'target'
+    target.mkdir()
+    link = tmp_path / 'link'
+    link.symlink_to(target, target_is_directory=True)
+    hub.export(str(_checkpoint(tmp_path / 'run' / 'last.pth.tar')), str(link), eval_dir=str(eval_dir))
+    assert link.is_symlink() and (link / 'model.safetensors').is_file() and (target / 'config.json').is_file()
+    hub.export(str(_checkpoint(tmp_path / 'run' / 'last.pth.tar')), str(link), eval_dir=str(eval_dir))  # again
+    assert link.is_symlink() and hub.verify_folder(link) is None
+
+
+def test_export_accepts_numpy_grids(tmp_path, eval_dir):
+    metrics = hub.export(str(_checkpoint(tmp_path / 'run' / 'last.pth.tar')), str(tmp_path / 'out'),
+                         eval_dir=str(eval_dir), grids=np.array([1, 2]))
+    assert [g['depth'] for g in metrics['grids']] == [1, 2]

@@ -204,7 +204,7 @@ def test_verify_folder_refuses_bad_values_and_bad_config(exported, tmp_path):
     with pytest.raises(ValueError, match='integer tensors for floating-point parameters'):
         hub.verify_folder(folder)
     (folder / 'config.json').write_text('[1, 2]')
-    with pytest.raises(ValueError, match=r'config.json is not a valid timm config.json \(TypeError'):
+    with pytest.raises(ValueError, match=r'config.json holds a JSON list, not a dict'):
         hub.verify_folder(folder)
 
 
@@ -331,22 +331,120 @@ def test_card_depth_table_says_how_a_recurrent_model_was_trained(kwargs, says):
     assert ('| 4 (loaded) |' if kwargs else '| 4 (trained) |') in section
 
 
-def test_weights_loaded_by_path_at_another_depth_than_their_config_json_are_warned_about(tmp_path, capsys):
-    """Depth settings are model kwargs, not weights: the release's 6-step weights loaded by path into the default
-    12-step model are told so (validate.py --checkpoint, train.py --initial-checkpoint), with both ways to fix it."""
+def test_weights_loaded_by_path_on_another_grid_than_their_config_json_are_warned_about(tmp_path, capsys):
+    """Depth settings are model kwargs, not weights: weights loaded by path (validate.py --checkpoint, train.py
+    --initial-checkpoint) into a model on another grid (time points) than their config.json's are told so; the same
+    grid given by other arguments is not, nor is a config.json that leaves out a default."""
     from timm.models import load_checkpoint
     from timm_odevit.train import checked_load_checkpoint
-    release = pathlib.Path(__file__).resolve().parents[1] / 'release' / 'odevit_tiny_cifar.c10'
-    weights = release / 'model.safetensors'
+    release = pathlib.Path(__file__).resolve().parents[1] / 'release'
+    weights = release / 'odevit_tiny_cifar.c10' / 'model.safetensors'
     warning = hub.depth_mismatch(timm.create_model('odevit_tiny_cifar'), weights)
-    assert 'runs these weights with steps=6' in warning and 'this model has steps=12' in warning
-    assert '--model-kwargs steps=6' in warning and f'--model local-dir:{release} --pretrained' in warning
-    assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar', steps=6), weights) == ''
-    assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar', steps=6, check_finite=False), weights) == ''
+    assert '6 euler steps to t=1' in warning and '12 euler steps to t=1' in warning and '--model local-dir:' in warning
+    for same_grid in (dict(steps=6), dict(steps=6, check_finite=False), dict(step_size=1 / 6)):
+        assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar', **same_grid), weights) == '', same_grid
+    assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar', steps=6, solver='rk4'), weights) != ''
+    bvit = release / 'bvit_tiny_cifar.c10' / 'model.safetensors'  # its config.json leaves out iterations=12
+    assert '12 recurrence steps to t=12' in hub.depth_mismatch(timm.create_model('bvit_tiny_cifar', iterations=6), bvit)
+    assert hub.depth_mismatch(timm.create_model('bvit_tiny_cifar'), bvit) == ''
     assert hub.depth_mismatch(timm.create_model('bvit_tiny_cifar'), weights) == ''  # another architecture
     assert hub.depth_mismatch(torch.nn.Linear(2, 2), weights) == ''
     alone = tmp_path / 'model.safetensors'  # no config.json beside it: nothing to compare with
     shutil.copy(weights, alone)
     assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar'), alone) == ''
     checked_load_checkpoint(load_checkpoint)(timm.create_model('odevit_tiny_cifar'), str(weights))
-    assert 'runs these weights with steps=6' in capsys.readouterr().err
+    assert '6 euler steps to t=1' in capsys.readouterr().err
+
+
+def test_compiled_and_ddp_checkpoints_load(tmp_path):
+    """Keys saved from torch.compile (``_orig_mod.``) and DDP (``module.``) wrappers load (timm's clean_state_dict)."""
+    model = timm.create_model('odevit_tiny_cifar', steps=2)
+    for prefix in ('_orig_mod.', 'module.', '_orig_mod.module.'):
+        path = tmp_path / f'{prefix}pth.tar'
+        torch.save({'arch': 'odevit_tiny_cifar', 'args': argparse.Namespace(model_kwargs={'steps': 2}),
+                    'state_dict': {prefix + k: v for k, v in model.state_dict().items()}}, path)
+        _same_logits(hub.model_from_checkpoint(str(path))[0], model)
+        _same_logits(timm.create_model('odevit_tiny_cifar', steps=2, pretrained=True,
+                                       pretrained_cfg_overlay=dict(file=str(path))), model)
+
+
+def test_the_release_with_another_global_pool_keeps_no_classifier_silently(caplog):
+    """ODE-ViT has no final norm, so every pooling has the same keys: the weights' recorded pooling decides."""
+    with pytest.raises(ValueError, match="trained with global_pool='token', not 'avg'.*num_classes"):
+        timm.create_model('odevit_tiny_cifar.c10', pretrained=True, global_pool='avg')
+    model = timm.create_model('odevit_tiny_cifar.c10', pretrained=True, global_pool='avg', num_classes=5)
+    assert model.global_pool == 'avg' and "global_pool='avg' differs" in caplog.text
+
+
+@pytest.mark.parametrize('edit,words', [
+    (lambda c: c.update(num_classes='10'), '"num_classes" must be a JSON int'),
+    (lambda c: c['model_args'].update(num_classes='10'), 'num_classes must be an integer'),
+    (lambda c: c['pretrained_cfg'].update(std=[0, 0, 0]), r'std > 0'),
+    (lambda c: c['pretrained_cfg'].update(mean=[0.5]), r'must each give 3 values'),
+    (lambda c: c['pretrained_cfg'].update(interpolation='sharpest'), 'sharpest'),
+])
+def test_verify_folder_refuses_a_config_that_does_not_load_as_saved(exported, tmp_path, edit, words):
+    folder = tmp_path / 'copy'
+    shutil.copytree(exported[0], folder)
+    config = json.loads((folder / 'config.json').read_text())
+    edit(config)
+    (folder / 'config.json').write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=words) as err:
+        hub.verify_folder(folder)
+    assert str(folder) in str(err.value)
+
+
+def test_files_that_are_cut_or_hand_edited_are_named(exported, tmp_path, eval_dir):
+    folder = tmp_path / 'copy'
+    shutil.copytree(exported[0], folder)
+    (folder / 'config.json').write_text((folder / 'config.json').read_text()[:50])
+    with pytest.raises(ValueError, match=f'cannot read {folder / "config.json"}.*JSONDecodeError'):
+        hub.verify_folder(folder)
+    model = timm.create_model('odevit_tiny_cifar', steps=2)
+    run = tmp_path / 'run'
+    run.mkdir()
+    torch.save({'arch': 'odevit_tiny_cifar', 'args': argparse.Namespace(model_kwargs={'steps': 2}),
+                'state_dict': model.state_dict()}, run / 'last.pth.tar')
+    (run / 'train_time.json').write_text('{"epochs": {"0": 1')
+    with pytest.raises(ValueError, match=f'cannot read {run / "train_time.json"}'):
+        hub.export(str(run / 'last.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+
+
+def test_an_odeified_vit_with_train_depth_saved_with_save_for_hf_reloads(tmp_path):
+    from timm.models import save_for_hf
+    vit = timm.create_model('vit_tiny_patch16_224', depth=2, img_size=32, patch_size=4, num_classes=10)
+    model = timm_odevit.odeify(vit)
+    model.blocks.set_train_depth((1, 3))
+    save_for_hf(model, tmp_path, safe_serialization=True)
+    again = timm.create_model(f'local-dir:{tmp_path}', pretrained=True)
+    assert again.blocks.train_depth == (1, 3)
+    _same_logits(again, model)
+
+
+@pytest.mark.parametrize('tag', ['odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10'])
+def test_the_packaged_config_json_supplies_the_released_settings(tag):
+    """One source of released settings: the config.json packaged beside the weights (a copy of the release's), read
+    as local-dir: reads it; explicit kwargs win, and the settings are recorded for save_for_hf."""
+    from timm_odevit.models._common import packaged_weights
+    release = pathlib.Path(__file__).resolve().parents[1] / 'release' / tag
+    assert packaged_weights(tag).with_name('config.json').read_bytes() == (release / 'config.json').read_bytes()
+    model = timm.create_model(tag, pretrained=True)
+    folder = timm.create_model(f'local-dir:{release}', pretrained=True)
+    assert model.blocks.solver == folder.blocks.solver and model.pretrained_model_args == folder.pretrained_model_args
+    _same_logits(model, folder)
+    saved = json.loads((release / 'config.json').read_text())['model_args']
+    assert all(model._model_args[k] == v for k, v in saved.items())
+    assert len(timm.create_model(tag, pretrained=True, **{'steps' if 'odevit' in tag else 'iterations': 4}).blocks) == 4
+
+
+def test_nfe_of_an_adaptive_solver_is_the_mean_per_image(eval_dir):
+    """An adaptive solver's count varies from batch to batch: the record holds the mean per image, not the last
+    batch's count."""
+    from timm_odevit.evaluation import evaluate
+    model = timm.create_model('odevit_tiny_cifar', solver='dopri5', rtol=1e-6, atol=1e-7).eval()
+    per_batch = []
+    model.register_forward_hook(lambda m, args, out: per_batch.append((m.nfe, args[0].shape[0])))
+    metrics = evaluate(model, str(eval_dir), 'test', batch_size=7, workers=0)
+    assert metrics['images'] == sum(n for _, n in per_batch) == 30
+    assert len({nfe for nfe, _ in per_batch}) > 1  # the counts do differ, or the test proves nothing
+    assert metrics['nfe'] == pytest.approx(sum(nfe * n for nfe, n in per_batch) / 30, abs=0.01)

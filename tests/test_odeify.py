@@ -3,7 +3,7 @@ import timm
 import torch
 
 import timm_odevit  # noqa: F401
-from timm_odevit import ODEBlockStack, odeify
+from timm_odevit import ContinuousDepthStack, odeify
 
 FLAVOURS = [
     ('vit_tiny_patch16_224', {}),
@@ -107,7 +107,7 @@ def test_bad_input():
 def test_registered_vit_odeified_for_train_py():
     model = timm.create_model('vit_odeified', base='vit_tiny_patch16_224', depth=3, num_classes=10,
                               field='odevit', solver='rk4', steps=6)
-    assert isinstance(model.blocks, ODEBlockStack) and model.blocks.solver.method == 'rk4'
+    assert isinstance(model.blocks, ContinuousDepthStack) and model.blocks.solver.method == 'rk4'
     assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
     assert model.pretrained_cfg['architecture'] == 'vit_odeified' and model._model_args['base'] == 'vit_tiny_patch16_224'
     with pytest.raises(TypeError):

@@ -40,7 +40,7 @@ def test_no_train_py_gives_instructions(tmp_path, monkeypatch):
     monkeypatch.delenv('TIMM_TRAIN_PY', raising=False)
     monkeypatch.setenv('TIMM_ODEVIT_CACHE', str(tmp_path))
     monkeypatch.setattr(timm_odevit.train, 'SHARED_SCRIPTS_DIR', tmp_path / 'no_shared')
-    with pytest.raises(FileNotFoundError, match=r'git clone --branch v.*--timm-train'):
+    with pytest.raises(FileNotFoundError, match=r'--timm-train PATH.*git clone --branch v'):
         locate_script('train.py', download=False)
 
 
@@ -413,3 +413,30 @@ def test_inference_py_runs_our_release_or_names_its_missing_package(tmp_path):
 def test_validate_and_another_script_together_are_refused():
     with pytest.raises(SystemExit, match='give one'):
         timm_odevit.train.main(['--validate', '--script', 'benchmark.py', '--model', 'odevit_tiny_cifar'])
+
+
+def test_a_cut_train_time_record_is_named(tmp_path):
+    from timm_odevit.train import record_train_time
+    record_train_time(tmp_path, 0)
+    record_train_time(tmp_path, 1)
+    assert set(json.loads((tmp_path / 'train_time.json').read_text())['epochs']) == {'0', '1'}
+    (tmp_path / 'train_time.json').write_text('{"epochs": {"0": 12.')
+    with pytest.raises(ValueError, match=f'cannot read {tmp_path / "train_time.json"}'):
+        record_train_time(tmp_path, 2)
+
+
+def test_a_resumed_run_that_fails_while_dropping_rows_keeps_the_summary(tmp_path, monkeypatch):
+    """summary.csv is replaced whole when the rows of re-run epochs are dropped: a failure leaves the old table."""
+    from timm import utils
+    from timm_odevit import _checks, train
+    module = type('TrainPy', (), {'utils': utils})
+    train._continuous_summary(module)
+    path = tmp_path / 'summary.csv'
+    path.write_bytes(b'epoch,train_loss\r\n0,2.0\r\n1,1.5\r\n')
+
+    def fail(*args):
+        raise OSError('disk full')
+    monkeypatch.setattr(_checks.os, 'replace', fail)
+    with pytest.raises(OSError, match='disk full'):
+        module.utils.update_summary(1, {'loss': 1.2}, {}, str(path))
+    assert path.read_bytes() == b'epoch,train_loss\r\n0,2.0\r\n1,1.5\r\n' and [p.name for p in tmp_path.iterdir()] == ['summary.csv']

@@ -1,5 +1,5 @@
 """The train wrapper's --resume / --initial-checkpoint for this package's models: weights_only reads, errors naming
-the file and the mismatch, earlier parameter names mapped; other models load exactly as timm loads them."""
+the file and the mismatch, DDP / torch.compile prefixes stripped; other models load exactly as timm loads them."""
 import argparse
 import os
 import re
@@ -15,9 +15,9 @@ import timm_odevit  # noqa: F401
 from timm_odevit.train import checked_create_model, checked_resume
 
 
-def _old_names(state):
-    """Parameter names of the earlier releases (the depth under ``ode.*``)."""
-    return {re.sub(r'^blocks\.0\.', 'ode.', k): v for k, v in state.items()}
+def _wrapped(state):
+    """Keys as a torch.compile'd DDP model saves them."""
+    return {f'_orig_mod.module.{k}': v for k, v in state.items()}
 
 
 def _task(name='odevit_tiny_cifar', **kwargs):
@@ -26,24 +26,21 @@ def _task(name='odevit_tiny_cifar', **kwargs):
 
 
 @pytest.fixture
-def old_checkpoint(tmp_path):
+def wrapped_checkpoint(tmp_path):
     torch.manual_seed(0)
     model = timm.create_model('odevit_tiny_cifar', steps=2)
     args = argparse.Namespace(model='odevit_tiny_cifar')
     path = tmp_path / 'last.pth.tar'
-    torch.save({'epoch': 1, 'version': 2, 'args': args, 'state_dict': _old_names(model.state_dict()),
-                'state_dict_ema': _old_names(model.state_dict())}, path)
+    torch.save({'epoch': 1, 'version': 2, 'args': args, 'state_dict': _wrapped(model.state_dict()),
+                'state_dict_ema': _wrapped(model.state_dict())}, path)
     return model, path
 
 
-def test_resume_maps_earlier_parameter_names(old_checkpoint):
-    model, path = old_checkpoint
-    with pytest.raises(RuntimeError, match='Missing key'):  # timm's own function alone
-        resume_task_checkpoint(_task(steps=2), str(path))
+def test_resume_strips_wrapper_prefixes(wrapped_checkpoint):
+    model, path = wrapped_checkpoint
     task = _task(steps=2)
     assert checked_resume(resume_task_checkpoint)(task, str(path)) == 2
     torch.testing.assert_close(task.get_eval_model().state_dict(), model.state_dict())
-    assert 'load_checkpoint_state' not in vars(task)  # the mapping was for that call only
     task.setup_ema(decay=0.9)
     checked_resume(load_task_ema_checkpoint, ema=True)(task, str(path))
 
@@ -80,8 +77,8 @@ def test_other_models_resume_as_timm_resumes_them(tmp_path):
         checked_resume(resume_task_checkpoint)(task, str(tmp_path / 'missing.pth.tar'))
 
 
-def test_initial_checkpoint_maps_names_and_names_the_file(old_checkpoint, tmp_path):
-    model, path = old_checkpoint
+def test_initial_checkpoint_strips_wrapper_prefixes_and_names_the_file(wrapped_checkpoint, tmp_path):
+    model, path = wrapped_checkpoint
     create = checked_create_model(create_model)
     loaded = create('odevit_tiny_cifar', steps=2, checkpoint_path=str(path))
     torch.testing.assert_close(loaded.state_dict(), model.state_dict())

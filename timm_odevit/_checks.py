@@ -1,5 +1,13 @@
-"""Type checks shared by the argument validators (bools are not numbers here: ``steps=True`` is an error)."""
+"""Checks and file writes shared by the package: number types (bools are not numbers here: ``steps=True`` is an
+error), JSON files whose errors name the file, and writes that an interruption cannot leave half done."""
+import contextlib
+import json
+import math
 import numbers
+import os
+import pathlib
+import shutil
+import tempfile
 
 
 def is_int(value) -> bool:
@@ -10,3 +18,68 @@ def is_int(value) -> bool:
 def is_real(value) -> bool:
     """A real number (int, float, NumPy scalar), not a bool; may be inf / nan."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_number(name: str, value, positive: bool = False) -> float:
+    """``value`` as a float; ValueError unless it is a finite number >= 0 (> 0 with ``positive``)."""
+    if not is_real(value) or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f'{name} must be a finite number {">" if positive else ">="} 0, got {value!r}')
+    return float(value)
+
+
+def read_json(path, kind: type = dict):
+    """The JSON file at ``path``, which must hold a ``kind``; ValueError naming the file when it cannot be read,
+    is truncated or hand-edited into something else."""
+    try:
+        value = json.loads(pathlib.Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f'cannot read {path} ({type(e).__name__}: {e}): restore or regenerate the file') from e
+    if not isinstance(value, kind):
+        raise ValueError(f'{path} holds a JSON {type(value).__name__}, not a {kind.__name__}: restore or regenerate '
+                         'the file')
+    return value
+
+
+def write_atomic(path, data) -> None:
+    """``path`` holds ``data`` (str or bytes) afterwards, or what it held before, never a part: written to a temporary
+    file in the same folder, synced, then ``os.replace``d over it."""
+    path = pathlib.Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def replaced_folder(dst):
+    """A new folder beside ``dst`` to build in, swapped in whole as ``dst`` when the block ends without an error (the
+    old ``dst`` is kept until the swap has succeeded) and removed otherwise. What a killed run left beside ``dst`` is
+    tidied first: a swap cut between its two renames is undone."""
+    dst = pathlib.Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    for left in sorted(dst.parent.glob(f'.{dst.name}.partial-*')):
+        if left.name.endswith('.old') and not dst.exists():
+            left.rename(dst)
+        else:
+            shutil.rmtree(left, ignore_errors=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f'.{dst.name}.partial-', dir=dst.parent))
+    old = tmp.with_name(tmp.name + '.old')
+    try:
+        yield tmp
+        if dst.exists():
+            dst.rename(old)
+        try:
+            tmp.rename(dst)
+        except BaseException:
+            if old.exists():
+                old.rename(dst)
+            raise
+    finally:  # symbolic links inside are removed, never followed
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)

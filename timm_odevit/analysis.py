@@ -19,6 +19,9 @@ from typing import Callable, Dict, Optional, Tuple
 import torch
 from torch import nn
 
+from torchdiffeq import odeint
+
+from ._checks import is_real
 from .layers import attention_probs, depth_stack  # noqa: F401  (attention_probs: part of this API)
 from .models import embed_tokens
 
@@ -32,20 +35,10 @@ def _check_count(name: str, value, minimum: int = 1) -> int:
 
 def _check_fraction(name: str, value, low_open: bool = True, high_open: bool = False) -> float:
     """ValueError unless ``value`` is a number in (0, 1] (NaN fails), or the interval the flags say."""
-    try:
-        ok = not isinstance(value, bool) and (0 < value if low_open else 0 <= value) and \
-            (value < 1 if high_open else value <= 1)
-    except TypeError:
-        ok = False
-    if not ok:
+    if not is_real(value) or not ((0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)):
         raise ValueError(f'{name} must be a number in {"(" if low_open else "["}0, 1{")" if high_open else "]"}, '
                          f'got {value!r}')
     return float(value)
-
-
-def is_recurrent(model: nn.Module) -> bool:
-    """Whether the model's depth is a plain recurrence (bViT, regime='recurrent') rather than an ODE."""
-    return depth_stack(model).is_recurrent
 
 
 @contextlib.contextmanager
@@ -63,13 +56,9 @@ def explicit_attention(model: nn.Module):
 
 
 def field_fn(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
-    """X -> dX/dt (ODE models) or X -> B(X) − X (the recurrent map's increment)."""
+    """X -> dX/dt at t = 0 (for the bViT recurrence the state-subtracted field B(X) − X, its increment)."""
     stack = depth_stack(model)
-    if stack.is_recurrent:
-        block = stack.field.block
-        return lambda z: block(z) - z
-    t0 = torch.zeros(())
-    return lambda z: stack.field(t0.to(z.device), z)
+    return lambda z: stack.field(torch.zeros((), device=z.device, dtype=z.dtype), z)
 
 
 @torch.no_grad()
@@ -138,9 +127,11 @@ def lyapunov_exponent_of_field(
 ) -> Tuple[float, torch.Tensor]:
     """Largest Lyapunov exponent of dx/dt = f(x) (or of the map x -> x + f(x) when ``discrete``).
 
-    A tangent vector v (on token ``token``, or the whole state if None) is carried along the
-    trajectory by the JVP v' = J_f(x)·v with RK4 over ``steps`` steps (one Euler-type map
-    application per step when discrete), renormalised after every step; λ = Σ log‖v‖ / t_end.
+    A unit tangent vector v (on token ``token``, or the whole state if None) is carried along the trajectory by the
+    JVP v' = J_f(x)·v: state and tangent integrated together by ``torchdiffeq.odeint`` with RK4 (3/8 rule) on
+    ``steps`` uniform steps (Euler when discrete: with h = 1 the map). v is linear in its start, so the
+    per-step log growth log‖v_{k+1}‖ − log‖v_k‖ is that of a tangent renormalised after every step;
+    λ = Σ growth / (h · steps) over the steps after the ``transient`` fraction.
 
     Returns λ and the per-step log growth (steps,).
     """
@@ -148,58 +139,33 @@ def lyapunov_exponent_of_field(
     _check_fraction('transient', transient, low_open=False, high_open=True)
     if not (isinstance(t_end, (int, float)) and math.isfinite(t_end) and t_end > 0):
         raise ValueError(f't_end must be a finite number > 0, got {t_end!r}')
-    if int(transient * steps) >= steps:
-        raise ValueError(f'transient={transient} discards all {steps} steps')
-    g = torch.Generator().manual_seed(seed)
-    v = torch.zeros_like(x0)
-    noise = torch.randn(x0.shape, generator=g, dtype=x0.dtype).to(x0.device)
-    if token is None:
-        v = noise
-    else:
-        v[:, token] = noise[:, token]
-    v = v / v.norm()
-    x, h = x0, t_end / steps
-
-    def rhs(state):
-        xs, vs = state
-        fx, jv = torch.func.jvp(f, (xs,), (vs,))
-        return fx, jv
-
-    growth = []
-    for _ in range(steps):
-        if discrete:
-            fx, jv = rhs((x, v))
-            x, v = x + fx, v + jv
-        else:
-            k1 = rhs((x, v))
-            k2 = rhs((x + h / 2 * k1[0], v + h / 2 * k1[1]))
-            k3 = rhs((x + h / 2 * k2[0], v + h / 2 * k2[1]))
-            k4 = rhs((x + h * k3[0], v + h * k3[1]))
-            x = x + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
-            v = v + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
-        n = v.norm()
-        growth.append(torch.log(n).item())
-        v = v / n
-    growth = torch.tensor(growth)
     skip = int(transient * steps)
-    return growth[skip:].sum().item() / (h * (steps - skip)), growth
+    if skip >= steps:
+        raise ValueError(f'transient={transient} discards all {steps} steps: use a smaller fraction or more steps')
+    noise = torch.randn(x0.shape, generator=torch.Generator().manual_seed(seed), dtype=x0.dtype).to(x0.device)
+    v = noise if token is None else torch.zeros_like(x0)
+    if token is not None:
+        v[:, token] = noise[:, token]
+    t = torch.linspace(0., t_end, steps + 1, dtype=torch.float64 if x0.dtype == torch.float64 else torch.float32)
+    _, vs = odeint(lambda _, s: torch.func.jvp(f, (s[0],), (s[1],)), (x0, v / v.norm()), t.to(x0.device),
+                   method='euler' if discrete else 'rk4')
+    growth = vs.flatten(1).norm(dim=1).log().diff().cpu()
+    return growth[skip:].sum().item() / (t_end / steps * (steps - skip)), growth
 
 
 @torch.no_grad()
 def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tuple[float, torch.Tensor]:
-    """Largest Lyapunov exponent of the [CLS] trajectory (per unit time; per iteration for bViT
-    recurrence). RK4 over ``steps`` points as in the reference, in float64 on a copy of the model
-    (trained fields can grow the state by many orders of magnitude)."""
+    """Largest Lyapunov exponent of the [CLS] trajectory, per unit of the solver's time (per iteration for the
+    bViT recurrence, whose own Euler steps of h = 1 are the map). RK4 over ``steps`` steps as in the reference, in
+    float64 on a copy of the model (trained fields can grow the state by many orders of magnitude)."""
     import copy
     _check_count('steps', steps)
     model = copy.deepcopy(model).double().eval()
-    stack = depth_stack(model)
-    x0 = embed_tokens(model, x[:1].double())
+    cfg = depth_stack(model).solver
+    discrete = cfg.unit == 'iteration'
     with explicit_attention(model):
-        if stack.is_recurrent:
-            return lyapunov_exponent_of_field(field_fn(model), x0, stack.solver.t_end, stack.solver.iterations,
-                                              discrete=True)
-        return lyapunov_exponent_of_field(field_fn(model), x0, stack.solver.t_end, steps)
+        return lyapunov_exponent_of_field(field_fn(model), embed_tokens(model, x[:1].double()), cfg.t_end,
+                                          cfg.steps if discrete else steps, discrete=discrete)
 
 
 def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 0) -> float:
@@ -231,10 +197,9 @@ def lipschitz_estimate(model: nn.Module, x: torch.Tensor, iters: int = 20) -> fl
 def euler_error_bound(model: nn.Module, x: torch.Tensor, lipschitz: Optional[float] = None) -> Dict[str, float]:
     """The reference's Euler global-error bound (e^L − 1)/(2 L N) · sup_t ‖Ẍ(t)‖ with Ẍ = J_ψ ψ
     evaluated on the trajectory's states, L the Lipschitz estimate, N the number of steps
-    (over the model's horizon; per unit time L is scaled by t_end)."""
+    (over the model's horizon; per unit time L is scaled by t_end). For the bViT recurrence (Euler, h = 1 on
+    ż = B(z) − z) it bounds the recurrence's distance from that ODE's solution."""
     solver = depth_stack(model).solver
-    if depth_stack(model).is_recurrent:
-        raise TypeError('the Euler error bound applies to ODE models, not a plain recurrence')
     f = field_fn(model)
     states = trajectory(model, x[:1])
     L = lipschitz if lipschitz is not None else lipschitz_estimate(model, x)

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from ._checks import is_int, is_real
+from .evaluation import eval_mode
 from .layers.depth_stack import ContinuousDepthStack, depth_stack
 from .models._common import embed_tokens
 
@@ -58,10 +59,10 @@ class ExitRule:
         raise NotImplementedError
 
     def __or__(self, other: 'ExitRule') -> 'ExitRule':
-        return _Either(self, _check_rule(other))
+        return _Combined(self, _check_rule(other), '|')
 
     def __and__(self, other: 'ExitRule') -> 'ExitRule':
-        return _Both(self, _check_rule(other))
+        return _Combined(self, _check_rule(other), '&')
 
 
 class Settled(ExitRule):
@@ -98,26 +99,15 @@ class Confident(ExitRule):
         return f'Confident(threshold={self.threshold:g})'
 
 
-class _Either(ExitRule):
-    def __init__(self, a: ExitRule, b: ExitRule):
-        self.a, self.b = a, b
+class _Combined(ExitRule):
+    def __init__(self, a: ExitRule, b: ExitRule, op: str):
+        self.a, self.b, self.op = a, b, op
 
     def __call__(self, readout: Readout) -> torch.Tensor:
-        return self.a(readout) | self.b(readout)
+        return self.a(readout) | self.b(readout) if self.op == '|' else self.a(readout) & self.b(readout)
 
     def __repr__(self) -> str:
-        return f'({self.a!r} | {self.b!r})'
-
-
-class _Both(ExitRule):
-    def __init__(self, a: ExitRule, b: ExitRule):
-        self.a, self.b = a, b
-
-    def __call__(self, readout: Readout) -> torch.Tensor:
-        return self.a(readout) & self.b(readout)
-
-    def __repr__(self) -> str:
-        return f'({self.a!r} & {self.b!r})'
+        return f'({self.a!r} {self.op} {self.b!r})'
 
 
 def _check_rule(rule) -> ExitRule:
@@ -145,21 +135,6 @@ def _logits(model: nn.Module, z: torch.Tensor, time_point: int) -> torch.Tensor:
     if getattr(model, 'stage_heads', None):
         return model._head_for(time_point)(model.forward_head(model.norm(z), pre_logits=True))
     return model.forward_head(model.norm(z))
-
-
-class _EvalMode:
-    """Eval mode for the duration (dropout off: deterministic), then each module's own mode back."""
-
-    def __init__(self, model: nn.Module):
-        self.model = model
-
-    def __enter__(self):
-        self.modes = [(m, m.training) for m in self.model.modules()]
-        self.model.eval()
-
-    def __exit__(self, *exc):
-        for m, mode in self.modes:
-            m.training = mode
 
 
 def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None,
@@ -197,7 +172,7 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None,
         raise ValueError(f'max_steps must be an integer in 1..{L} (the intervals of the model\'s grid, '
                          f'{stack.solver.describe()}), got {max_steps!r}')
     B = x.shape[0]
-    with torch.no_grad(), _EvalMode(model):
+    with torch.no_grad(), eval_mode(model):
         z = embed_tokens(model, x)                                      # (B, N, D)
         active = torch.arange(B, device=x.device)                       # original index of each running image
         nfe = torch.zeros(B, dtype=torch.long, device=x.device)
@@ -243,26 +218,19 @@ GridSpec = Union[int, Tuple[str, int], Dict[str, object]]
 def _grid_changes(stack: ContinuousDepthStack, grid: GridSpec) -> Tuple[str, Dict[str, object]]:
     """A grid spec -> (label, changes): an int = steps of the current method (iterations of a recurrence),
     ``(method, steps)``, or a dict of ``set_solver`` settings."""
-    recurrent = stack.is_recurrent
     if is_int(grid):
         if grid < 1:
             raise ValueError(f'a grid of {grid} steps: steps must be >= 1')
-        key = 'iterations' if recurrent else 'steps'
-        return f'{stack.solver.method} {grid}', {key: int(grid)}
+        return f'{stack.solver.method} {grid}', {'steps': int(grid)}
     if isinstance(grid, tuple) and len(grid) == 2 and isinstance(grid[0], str):
         method, steps = grid
         if not is_int(steps) or steps < 1:
             raise ValueError(f'grid {grid!r}: steps must be an integer >= 1')
-        if recurrent:
-            if method != 'recurrence':
-                raise ValueError(f'grid {grid!r}: this model iterates a block (a recurrence, no ODE solver); give '
-                                 'iteration counts (ints) or ("recurrence", n)')
-            return f'recurrence {steps}', {'iterations': int(steps)}
         return f'{method} {steps}', {'method': method, 'steps': int(steps)}
-    if isinstance(grid, dict) and grid and not recurrent:
+    if isinstance(grid, dict) and grid:
         return ', '.join(f'{k}={v}' for k, v in grid.items()), dict(grid)
     raise ValueError(f'bad grid {grid!r}: give steps (int), (method, steps) such as ("euler", 6), or a dict of '
-                     'set_solver settings' + (' (an ODE model only)' if recurrent else ''))
+                     'set_solver settings')
 
 
 def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[GridSpec] = (2, 3, 4, 6, 8, 12, 16, 24),
@@ -298,15 +266,15 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
     model_args = dict(model._model_args) if isinstance(getattr(model, '_model_args', None), dict) else None
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
     totals = [{'correct': 0, 'images': 0, 'evals': 0, 'seconds': 0.} for _ in specs]
-    try:
-        with torch.no_grad(), _EvalMode(model):
+    with torch.no_grad(), eval_mode(model):  # the modes come back after the model's own grid (its interval modules)
+        try:
             for batch in loader:
                 if not isinstance(batch, (tuple, list)) or len(batch) < 2:
                     raise ValueError('the loader must yield (images, targets) batches')
                 images, targets = batch[0].to(device), batch[1].to(device)
                 if targets.ndim != 1 or targets.is_floating_point() or len(targets) != len(images):
-                    raise ValueError(f'targets must be class indices (B,), got {targets.dtype} {tuple(targets.shape)} '
-                                     f'for {len(images)} images (soft / mixup targets are not accuracy targets)')
+                    raise ValueError(f'targets must be class indices (B,), got {targets.dtype} '
+                                     f'{tuple(targets.shape)} for {len(images)} images: pass hard labels')
                 if len(images) == 0:
                     continue
                 for (_, changes), total in zip(specs, totals):
@@ -319,10 +287,10 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
                     total['correct'] += int((logits.argmax(dim=-1) == targets).sum())
                     total['images'] += len(images)
                     total['evals'] += stack.nfe * len(images)
-    finally:
-        stack.solver = original
-        if model_args is not None:
-            model._model_args = model_args
+        finally:
+            stack.solver = original
+            if model_args is not None:
+                model._model_args = model_args
     if not totals[0]['images']:
         raise ValueError('the loader yielded no images')
     return [{'grid': label, 'changes': changes, 'nfe': t['evals'] / t['images'],

@@ -4,7 +4,8 @@ the test set; we keep test for one final evaluation).
     python -m timm_odevit.data --src ../shared/data/cifar10 --dst data/cifar10_holdout --val-per-class 500
 
 writes ``dst/train`` and ``dst/val`` (symbolic links to the images, a seeded random choice of
-``val-per-class`` images per class for val, every image in exactly one of them), ``dst/test``
+``val-per-class`` images per class for val, every image in exactly one of them; the images and classes are
+those timm's ImageFolder reader finds, so no class can go missing from one split), ``dst/test``
 (a link to ``src/test``) and ``dst/holdout.json`` (the settings), ready for
 ``train.py --data-dir dst --train-split train --val-split val``. The split is built in a temporary
 folder beside ``dst`` and renamed into place when complete, so a failure leaves no partial split.
@@ -16,10 +17,9 @@ import json
 import os
 import pathlib
 import random
-import shutil
-import tempfile
 
-IMAGE_EXTS = {'.png', '.jpg', '.jpeg', '.bmp', '.webp'}
+from ._checks import read_json, replaced_folder
+
 SETTINGS_FILE = 'holdout.json'
 _16_BIT_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N')
 
@@ -57,7 +57,7 @@ def _check_destination(src: pathlib.Path, dst: pathlib.Path, settings: dict) -> 
     if not dst.exists() or (dst.is_dir() and not any(dst.iterdir())):
         return
     stamp = dst / SETTINGS_FILE
-    previous = json.loads(stamp.read_text()) if dst.is_dir() and stamp.is_file() else None
+    previous = read_json(stamp) if dst.is_dir() and stamp.is_file() else None
     if previous is None:
         raise FileExistsError(f'--dst {dst} exists and is not a split made by this tool; delete it or choose '
                               'another --dst')
@@ -76,51 +76,38 @@ def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dic
         raise TypeError(f'val_per_class must be an integer, got {val_per_class!r}')
     if val_per_class < 1:
         raise ValueError(f'val_per_class must be >= 1, got {val_per_class}')
+    from timm.data.readers.img_extensions import get_img_extensions
+    from .evaluation import image_folder
     src, dst = pathlib.Path(src).resolve(), pathlib.Path(dst).resolve()
     train = src / 'train'
-    classes = sorted(d.name for d in train.iterdir() if d.is_dir()) if train.is_dir() else []
-    if not classes:
-        raise FileNotFoundError(f'no class folders under {train} (expected {train}/<class>/<image>)')
+    classes, samples = image_folder(src, 'train')  # timm's reader: its image extensions, class = leaf folder
+    unread = sorted({d.name for d in train.iterdir() if d.is_dir()} - set(classes))
+    if unread:
+        raise ValueError(f'class folders {unread} of {train} hold no image that timm reads as theirs (one of '
+                         f'{", ".join(get_img_extensions())} directly inside), so the split would drop them: convert '
+                         'their images or remove the folders')
     settings = {'src': str(src), 'val_per_class': val_per_class, 'seed': seed}
     _check_destination(src, dst, settings)
 
     rng = random.Random(seed)
-    plan = {}  # class -> (train files, val files)
-    for c in classes:  # images in nested folders of a class count, at their relative path
-        files = sorted(str(f.relative_to(train / c)) for f in (train / c).rglob('*')
-                       if f.suffix.lower() in IMAGE_EXTS and f.is_file())
+    plan = {}  # class -> (train files, val files), paths relative to src/train
+    for index, c in enumerate(classes):
+        files = sorted(str(pathlib.Path(f).relative_to(train)) for f, target in samples if target == index)
         if len(files) <= val_per_class:
             raise ValueError(f'class {c!r} has {len(files)} images, cannot hold out {val_per_class} and keep one '
                              f'for training; use --val-per-class below {len(files)}')
         val = set(rng.sample(files, val_per_class))
         plan[c] = ([f for f in files if f not in val], sorted(val))
 
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f'.{dst.name}.partial-', dir=dst.parent))
-    try:
-        for c, (train_files, val_files) in plan.items():
+    with replaced_folder(dst) as tmp:  # built beside dst, swapped in whole when complete
+        for train_files, val_files in plan.values():
             for split, files in (('train', train_files), ('val', val_files)):
-                (tmp / split / c).mkdir(parents=True)
                 for f in files:
-                    (tmp / split / c / f).parent.mkdir(parents=True, exist_ok=True)
-                    os.symlink(train / c / f, tmp / split / c / f)
+                    (tmp / split / f).parent.mkdir(parents=True, exist_ok=True)
+                    os.symlink(train / f, tmp / split / f)
         if (src / 'test').is_dir():
             os.symlink(src / 'test', tmp / 'test')
         (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1))
-        if dst.exists():  # empty, or our own split with the same settings: swap it out
-            old = tmp.with_name(tmp.name + '.old')
-            dst.rename(old)
-            try:
-                tmp.rename(dst)
-            except BaseException:
-                old.rename(dst)
-                raise
-            shutil.rmtree(old)  # symlinks are removed, never followed
-        else:
-            tmp.rename(dst)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     counts = {split: sum(len(p[i]) for p in plan.values()) for i, split in enumerate(('train', 'val'))}
     return {**counts, 'classes': len(classes)}
 

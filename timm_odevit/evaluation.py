@@ -1,7 +1,182 @@
-"""Evaluation helpers for continuous-depth and recurrent models."""
-from typing import Dict, Iterable, List, Tuple
+"""Evaluation: top-1 / top-5 on an ImageFolder split with a model's own preprocessing (timm's eval transform), at
+other depths, and beyond the training horizon.
+
+Images are read as timm's ImageFolder reader finds them (timm's image extensions, class = folder), in the mode
+timm's scripts read them for the model (RGB, or L for one channel); an unreadable image raises an error naming
+the file, where timm's dataset logs it and silently serves the next image instead.
+"""
+import contextlib
+import pathlib
+import sys
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import torch
+
+from ._checks import is_int
+from .data import open_rgb
+
+DEFAULT_GRIDS = (2, 3, 4, 6, 8, 12, 16, 24)  # Euler steps of an ODE model / iterations of a recurrent one
+DATA_KEYS = ('input_size', 'interpolation', 'mean', 'std', 'crop_pct', 'crop_mode')
+
+
+# ---- data --------------------------------------------------------------------------------------------
+def image_folder(data_dir, split: str) -> Tuple[List[str], List[Tuple[str, int]]]:
+    """(classes, [(image path, class index)]) of ``data_dir/split`` as timm's ImageFolder reader sees it;
+    ValueError naming the folder when it is missing, empty, or holds images outside class folders."""
+    from timm.data.readers.reader_image_folder import find_images_and_targets
+    folder = pathlib.Path(data_dir) / split
+    if not folder.is_dir():
+        raise ValueError(f'no split {split!r}: {folder} is not a folder; give an ImageFolder root with '
+                         f'DIR/{split}/<class>/')
+    samples, class_to_idx = find_images_and_targets(str(folder))
+    if not samples:
+        raise ValueError(f'no images in {folder}: expected {folder}/<class>/<image> with timm\'s image extensions')
+    if '' in class_to_idx:
+        loose = next(path for path, target in samples if target == class_to_idx[''])
+        raise ValueError(f'{folder} holds images outside class folders (e.g. {loose}): move them into '
+                         f'{folder}/<class>/')
+    return sorted(class_to_idx, key=class_to_idx.get), samples
+
+
+def short(items, n: int = 4) -> str:
+    items = list(items)
+    return str(items[:n])[:-1] + (f', … {len(items)} in all]' if len(items) > n else ']')
+
+
+def check_classes(model: torch.nn.Module, classes: List[str], where: str) -> None:
+    """ValueError unless the ImageFolder ``classes`` are the model's: as many as its head has outputs, and its
+    ``label_names`` (when its pretrained cfg has them) in the same order."""
+    num_classes = getattr(model, 'num_classes', None)
+    if num_classes != len(classes):
+        raise ValueError(f'{where} has {len(classes)} classes ({short(classes)}) but the model classifies '
+                         f'{num_classes}: evaluate it on the dataset it was trained for')
+    names = (getattr(model, 'pretrained_cfg', None) or {}).get('label_names')
+    if names and list(names) != list(classes):
+        raise ValueError(f'{where} classes {short(classes)} are not the model\'s label_names {short(names)}')
+
+
+class CheckedImages(torch.utils.data.Dataset):
+    """(image, class) of a list of files, read in ``mode`` ('RGB', or 'L' for one channel, as timm's scripts read
+    them); an unreadable image raises naming the file."""
+
+    def __init__(self, samples: List[Tuple[str, int]], transform, mode: str = 'RGB'):
+        self.samples, self.transform, self.mode = samples, transform, mode
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int):
+        path, target = self.samples[index]
+        return self.transform(open_rgb(path).convert(self.mode)), target
+
+
+def eval_transform(data_config: Dict[str, Any]):
+    """timm's eval transform of a resolved data config and the image mode it takes; ValueError for normalisation
+    that does not give one value per input channel, or a zero std."""
+    from timm.data import create_transform
+    channels = data_config['input_size'][0]
+    mean, std = tuple(data_config['mean']), tuple(data_config['std'])
+    if len(mean) != channels or len(std) != channels or min(std) <= 0:
+        raise ValueError(f'mean {mean} and std {std} must each give {channels} values (one per input channel), std '
+                         '> 0: fix the pretrained_cfg')
+    return create_transform(**{k: data_config[k] for k in DATA_KEYS if k in data_config}), \
+        'RGB' if channels == 3 else 'L'
+
+
+def eval_loader(models: Sequence[torch.nn.Module], data_dir, split: str, batch_size: int = 250,
+                workers: int = 2) -> Tuple[List[str], torch.utils.data.DataLoader]:
+    """(classes, batches of (images, targets)) of ``data_dir/split`` with the models' shared eval preprocessing;
+    the classes are checked against every model."""
+    from timm.data import resolve_data_config
+    if not is_int(batch_size) or batch_size < 1:
+        raise ValueError(f'batch_size must be an integer >= 1, got {batch_size!r}')
+    configs = [resolve_data_config(model=m) for m in models]
+    if any(c != configs[0] for c in configs):
+        raise ValueError(f'the models preprocess differently ({configs}): evaluate them one at a time')
+    classes, samples = image_folder(data_dir, split)
+    for m in models:
+        check_classes(m, classes, str(pathlib.Path(data_dir) / split))
+    transform, mode = eval_transform(configs[0])
+    images = CheckedImages(samples, transform, mode)
+    return classes, torch.utils.data.DataLoader(images, batch_size=int(batch_size), num_workers=workers)
+
+
+def batches(loader: Iterable) -> Iterable:
+    """The loader's batches; an unreadable image that a worker re-raises (its traceback in the message) is raised
+    with its own message, which names the file."""
+    try:
+        yield from loader
+    except ValueError as e:
+        raise ValueError(str(e).strip().splitlines()[-1].removeprefix('ValueError: ')) from None
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module):
+    """Eval mode for the duration (dropout off: deterministic), then every module's own mode back, by name: the
+    interval modules that a grid change replaced on the way get the mode of those they replaced."""
+    modes = {name: m.training for name, m in model.named_modules()}
+    model.eval()
+    try:
+        yield model
+    finally:
+        for name, m in model.named_modules():
+            m.training = modes.get(name, modes[''])
+
+
+# ---- accuracy ----------------------------------------------------------------------------------------------
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_size: int = 250,
+             workers: int = 2, device: str = 'cpu', progress: bool = False) -> Dict[str, Any]:
+    """Top-1/top-5 (%) on an ImageFolder split with the model's own preprocessing (timm's eval transform);
+    the result also says what was evaluated: split, classes, image count, NFE."""
+    return evaluate_together({'model': model}, data_dir, split, batch_size, workers, device, progress)['model']
+
+
+@torch.no_grad()
+def evaluate_together(models: Dict[str, torch.nn.Module], data_dir: str, split: str = 'test', batch_size: int = 250,
+                      workers: int = 2, device: str = 'cpu', progress: bool = False) -> Dict[str, Dict[str, Any]]:
+    """:func:`evaluate` of several models that share one preprocessing, in one pass over the images."""
+    from tqdm import tqdm
+    classes, loader = eval_loader(list(models.values()), data_dir, split, batch_size, workers)
+    device = torch.device(device)
+    for m in models.values():
+        m.eval().to(device)
+    counts = {name: [0, 0, 0] for name in models}  # top-1, top-5, field evaluations x images
+    total = 0
+    for x, y in tqdm(batches(loader), desc=f'evaluating {split}', unit='batch', disable=not progress, file=sys.stderr,
+                     total=len(loader)):
+        x, y = x.to(device), y.to(device)
+        for name, model in models.items():
+            top5 = model(x).topk(min(5, model.num_classes), dim=-1).indices
+            counts[name][0] += (top5[:, 0] == y).sum().item()
+            counts[name][1] += (top5 == y[:, None]).any(-1).sum().item()
+            counts[name][2] += getattr(model, 'nfe', 0) * y.numel()  # an adaptive solver's count varies by batch
+        total += y.numel()
+    return {name: {'top1': 100. * c1 / total, 'top5': 100. * c5 / total, 'images': total,
+                   'nfe': round(nfe / total, 2), 'split': split, 'classes': classes,
+                   'data_dir': str(data_dir)} for name, (c1, c5, nfe) in counts.items()}
+
+
+def check_grids(grids) -> List[int]:
+    """``grids`` as a list of ints; ValueError unless it is a non-empty sequence of positive integer depths
+    (NumPy integers included)."""
+    if isinstance(grids, (str, bytes)) or not hasattr(grids, '__len__') or not len(grids) \
+            or not all(is_int(g) and g >= 1 for g in grids):
+        raise ValueError(f'grids must be positive integers (Euler steps / iterations), got {grids!r}')
+    return [int(g) for g in grids]
+
+
+def evaluate_grids(model: torch.nn.Module, data_dir: str, split: str = 'test', grids: Sequence[int] = DEFAULT_GRIDS,
+                   batch_size: int = 250, workers: int = 2, device: str = 'cpu') -> List[Dict[str, Any]]:
+    """Top-1 (%) of a continuous-depth model at each depth of ``grids`` (steps of its solver's method, iterations of
+    a recurrence) on an ImageFolder split: :func:`timm_odevit.anytime.accuracy_at_budgets` over the model's own eval
+    preprocessing. Returns ``[{'grid', 'depth', 'nfe', 'top1'}, ...]``; the model's own grid is restored."""
+    from .anytime import accuracy_at_budgets
+    grids = check_grids(grids)
+    _, loader = eval_loader([model], data_dir, split, batch_size, workers)
+    model.eval().to(torch.device(device))
+    rows = accuracy_at_budgets(model, batches(loader), grids=grids)
+    return [{'grid': r['grid'], 'depth': g, 'nfe': r['nfe'], 'top1': r['top1']} for g, r in zip(grids, rows)]
 
 
 @torch.no_grad()
@@ -23,24 +198,21 @@ def accuracy_vs_iterations(
     if not hasattr(model, 'set_iterations') or not hasattr(model, 'forward_stages'):
         raise TypeError(f'{type(model).__name__} has no iterations to vary (needs set_iterations and forward_stages)')
     trained = model.iterations
-    was_training = model.training
-    model.eval()
-    try:
-        model.set_iterations(iterations)
-        points = model.num_time_points
-        correct = torch.zeros(points, dtype=torch.long)
-        total = 0
-        for x, y in loader:
-            if device is not None:
-                x, y = x.to(device), y.to(device)
-            logits = model.forward_stages(x, stages=range(1, points + 1))
-            correct += torch.stack([(lg.argmax(-1) == y).sum() for lg in logits]).cpu()
-            total += y.numel()
-        if total == 0:
-            raise ValueError('the loader yielded no samples')
-        step = iterations / points
-        return [{'point': k + 1, 'time': (k + 1) * step, 'top1': 100. * correct[k].item() / total}
-                for k in range(points)]
-    finally:
-        model.set_iterations(trained)
-        model.train(was_training)
+    with eval_mode(model):  # the modes come back after the trained horizon (its interval modules)
+        try:
+            model.set_iterations(iterations)
+            points = model.num_time_points
+            correct = torch.zeros(points, dtype=torch.long)
+            total = 0
+            for x, y in loader:
+                if device is not None:
+                    x, y = x.to(device), y.to(device)
+                logits = model.forward_stages(x, stages=range(1, points + 1))
+                correct += torch.stack([(lg.argmax(-1) == y).sum() for lg in logits]).cpu()
+                total += y.numel()
+        finally:
+            model.set_iterations(trained)
+    if total == 0:
+        raise ValueError('the loader yielded no samples')
+    step = iterations / points
+    return [{'point': k + 1, 'time': (k + 1) * step, 'top1': 100. * correct[k].item() / total} for k in range(points)]

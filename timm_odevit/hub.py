@@ -11,21 +11,27 @@ settings, pretrained_cfg with mean/std/input size/crop) and a ``README.md`` mode
 ``timm.create_model('hf-hub:ORG/NAME', pretrained=True)`` (after ``import timm_odevit``).
 """
 import argparse
+import importlib.util
 import json
 import os
 import pathlib
 import pickle
 import shutil
 import sys
-import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from ._checks import read_json, replaced_folder
+from .evaluation import (  # noqa: F401  (evaluate_together, DEFAULT_GRIDS: part of the export API)
+    DEFAULT_GRIDS, check_grids, eval_transform, evaluate, evaluate_grids, evaluate_together, image_folder, short,
+)
 from .model_card import LEARNING_CURVE, TRAINING_LOG, model_card, plot_learning_curve, read_summary
-from .models._common import CIFAR10_LABELS, check_state_dict, upgrade_state_dict
+from .models._common import CIFAR10_LABELS, check_state_dict, checkpoint_weights, selected_weights
 
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
+EXPORT_FILES = MODEL_FILES + (TRAINING_LOG, LEARNING_CURVE)
+KNOWN_DATASETS = {'cifar10': ('CIFAR-10', CIFAR10_LABELS), 'cifar100': ('CIFAR-100', 100)}
 
 
 # ---- checkpoints --------------------------------------------------------------------------------
@@ -40,16 +46,13 @@ def load_checkpoint_file(path, what: str = 'checkpoint') -> Any:
     missing, directory, truncated or corrupt files raise errors that name the file."""
     path = str(path)
     if os.path.isdir(path):
-        raise IsADirectoryError(f'{what} {path!r} is a directory, not a checkpoint file')
+        raise IsADirectoryError(f'{what} {path!r} is a directory, not a checkpoint file: give the file inside it')
     if not os.path.isfile(path):
         raise FileNotFoundError(f'{what} {path!r} does not exist')
-    if path.endswith('.safetensors'):
-        from safetensors.torch import load_file
-        try:
-            return load_file(path)
-        except Exception as e:  # safetensors raises its own error type for truncated / corrupt files
-            raise ValueError(f'{what} {path!r} is corrupt or truncated: {e}') from e
     try:
+        if path.endswith('.safetensors'):
+            from safetensors.torch import load_file
+            return load_file(path)
         with torch.serialization.safe_globals(list(TRAIN_CHECKPOINT_GLOBALS)):
             return torch.load(path, map_location='cpu', weights_only=True)
     except pickle.UnpicklingError as e:
@@ -57,229 +60,59 @@ def load_checkpoint_file(path, what: str = 'checkpoint') -> Any:
             unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
         except Exception:  # not a zip checkpoint: the scan itself fails
             unsafe = []
-        if unsafe:
-            raise ValueError(
-                f'{what} {path!r} holds objects other than tensors and train.py arguments ({", ".join(unsafe)}); '
-                'refused without loading them (unpickling would run their code). Re-save only its state_dict '
-                'from code you trust') from None
-        raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint (truncated or corrupt?): {e}') from None
-    except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError) as e:
-        raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint (truncated or corrupt?): '
-                         f'{type(e).__name__}: {e}') from None
-
-
-def _state_dict_of(ckpt: Dict[str, Any], key: str, checkpoint: str) -> Dict[str, torch.Tensor]:
-    """``ckpt[key]`` with DDP's 'module.' stripped and earlier parameter names mapped to today's."""
-    state = ckpt[key]
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ValueError(f'{checkpoint!r}: {key!r} is not a state dict of tensors')
-    return upgrade_state_dict({k[len('module.'):] if k.startswith('module.') else k: v for k, v in state.items()})
-
-
-def selected_weights(ckpt: Dict[str, Any]) -> str:
-    """Which weights a train.py run selected on: 'ema' when it validated its EMA weights (--model-ema without
-    --model-ema-force-cpu: train.py then logs and checkpoints by the EMA's metric), else 'raw'."""
-    if not isinstance(ckpt.get('state_dict_ema'), dict):
-        return 'raw'
-    args = ckpt.get('args')  # train.py writes state_dict_ema only with --model-ema, and validates it unless on CPU
-    return 'raw' if getattr(args, 'model_ema_force_cpu', False) else 'ema'
+        if not unsafe:
+            raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint, corrupt or truncated ({e}): '
+                             're-download or re-save it') from None
+        raise ValueError(f'{what} {path!r} holds objects other than tensors and train.py arguments '
+                         f'({", ".join(unsafe)}), refused unloaded: re-save its state_dict from code you '
+                         'trust') from None
+    except Exception as e:  # safetensors / torch raise their own types for truncated or corrupt files
+        raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint, corrupt or truncated '
+                         f'({type(e).__name__}: {e}): re-download or re-save it') from None
 
 
 def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model_name: Optional[str] = None,
-                          model_kwargs: Optional[Dict[str, Any]] = None):
-    """Rebuild the model of a train.py checkpoint (architecture and --model-kwargs from its args)
-    and load its weights strictly. ``use_ema``: None (default) takes the weights the run selected on
-    (:func:`selected_weights`), True / False the EMA / raw weights. Returns (model, info)."""
+                          model_kwargs: Optional[Dict[str, Any]] = None, what: str = 'checkpoint'):
+    """Rebuild the model of a train.py checkpoint (architecture and --model-kwargs from its args, ``model_kwargs``
+    over them; the class count of its classifier) and load its weights strictly; a bare state dict needs
+    ``model_name``. ``use_ema``: None (default) takes the weights the run selected on (:func:`selected_weights`),
+    True / False the EMA / raw weights. Returns (model, info)."""
     import timm
-    import timm_odevit  # noqa: F401
-    ckpt = load_checkpoint_file(checkpoint)
-    if not isinstance(ckpt, dict):
-        raise ValueError(f'{checkpoint!r} is not a train.py checkpoint (got {type(ckpt).__name__})')
-    if 'state_dict' not in ckpt and all(isinstance(v, torch.Tensor) for v in ckpt.values()):
-        ckpt = {'state_dict': ckpt}  # a bare state dict: the architecture must come from model_name
+    ckpt = load_checkpoint_file(checkpoint, what)
+    state = checkpoint_weights(ckpt, use_ema, f'{what} {checkpoint!r}')
     args = ckpt.get('args')
-    name = model_name or ckpt.get('arch') or getattr(args, 'model', None)
-    if name is None:
-        raise ValueError(f'{checkpoint!r} names no architecture; pass model_name')
-    kwargs = dict(getattr(args, 'model_kwargs', None) or {})
-    kwargs.update(model_kwargs or {})
-    if use_ema is None:
-        use_ema = selected_weights(ckpt) == 'ema'
-    key = 'state_dict_ema' if use_ema else 'state_dict'
-    if key not in ckpt:
-        raise KeyError(f'{checkpoint!r} has no {key!r} (keys: {sorted(ckpt)}); '
-                       f'{"train with --model-ema" if use_ema else "is it a train.py checkpoint?"}')
-    state = _state_dict_of(ckpt, key, checkpoint)
-    head = state.get('head.weight')
-    if head is not None:
-        kwargs.setdefault('num_classes', head.shape[0])
+    saved = ckpt.get('arch') or getattr(args, 'model', None)
+    name = model_name or saved
+    if name is None or saved not in (None, name):
+        raise ValueError(f'{what} {checkpoint!r} is of architecture {saved!r}, not {name!r}: build the one it names')
+    kwargs = {**(getattr(args, 'model_kwargs', None) or {}), **(model_kwargs or {})}
+    head = getattr(timm.models.get_pretrained_cfg(name), 'classifier', None) or 'head'
+    head = f'{head[0] if isinstance(head, (tuple, list)) else head}.weight'
+    kwargs.setdefault('num_classes', state[head].shape[0] if head in state else 0)
     if getattr(args, 'in_chans', None) is not None:  # train.py passes --in-chans to create_model
         kwargs.setdefault('in_chans', args.in_chans)
     model = timm.create_model(name, pretrained=False, **kwargs)
-    check_state_dict(model, state, source=checkpoint)
+    check_state_dict(model, state, source=f'{what} {checkpoint!r} (architecture {name!r} built with {kwargs})')
     model.load_state_dict(state)
     # the registered cfg's class names describe the released weights, not this run's: the evaluation names them
     model.pretrained_cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in ('label_names', 'label_descriptions')}
     epoch = ckpt.get('epoch')
-    info = {'architecture': name, 'model_kwargs': kwargs, 'epoch': epoch, 'ema': use_ema,
-            'selected': selected_weights(ckpt), 'metric': ckpt.get('metric'),
+    info = {'architecture': name, 'model_kwargs': kwargs, 'epoch': epoch, 'selected': selected_weights(ckpt),
+            'ema': selected_weights(ckpt) == 'ema' if use_ema is None else use_ema, 'metric': ckpt.get('metric'),
             'epoch_1based': None if epoch is None else int(epoch) + 1,
-            'train_args': _plain_args(args)}
+            'train_args': {k: v if _is_json(v) else str(v) for k, v in vars(args or argparse.Namespace()).items()}}
     return model.eval(), info
 
 
-def _plain_args(args) -> Dict[str, Any]:
-    if args is None:
-        return {}
-    out = {}
-    for k, v in vars(args).items():
-        try:
-            json.dumps(v)
-            out[k] = v
-        except TypeError:
-            out[k] = str(v)
-    return out
-
-
-# ---- evaluation ---------------------------------------------------------------------------------
-def image_folder(data_dir: str, split: str) -> Tuple[List[str], List[Tuple[str, int]]]:
-    """(classes, [(image path, class index)]) of ``data_dir/split`` as timm's ImageFolder reader sees it;
-    ValueError naming the folder when it is missing, empty, or holds images outside class folders."""
-    from timm.data.readers.reader_image_folder import find_images_and_targets
-    folder = pathlib.Path(data_dir) / split
-    if not folder.is_dir():
-        have = sorted(p.name for p in pathlib.Path(data_dir).iterdir() if p.is_dir()) \
-            if pathlib.Path(data_dir).is_dir() else None
-        raise ValueError(f'no split {split!r}: {folder} is not a folder'
-                         + (f' ({data_dir} has {have})' if have is not None else f' ({data_dir} does not exist)'))
-    samples, class_to_idx = find_images_and_targets(str(folder))
-    if not samples:
-        raise ValueError(f'no images in {folder} (expected an ImageFolder: {folder}/<class>/<image>)')
-    if '' in class_to_idx:
-        loose = next(path for path, target in samples if target == class_to_idx[''])
-        raise ValueError(f'{folder} holds images outside class folders (e.g. {loose}): expected {folder}/<class>/<image>')
-    return sorted(class_to_idx, key=class_to_idx.get), samples
-
-
-def check_classes(model: torch.nn.Module, classes: List[str], where: str) -> None:
-    """ValueError unless the ImageFolder ``classes`` are the model's: as many as its head has outputs, and its
-    ``label_names`` (when its pretrained cfg has them) in the same order."""
-    num_classes = getattr(model, 'num_classes', None)
-    if num_classes != len(classes):
-        raise ValueError(f'{where} has {len(classes)} classes ({_short(classes)}) but the model classifies '
-                         f'{num_classes}: evaluate it on the dataset it was trained for')
-    names = (getattr(model, 'pretrained_cfg', None) or {}).get('label_names')
-    if names and list(names) != list(classes):
-        raise ValueError(f'{where} classes {_short(classes)} are not the model\'s label_names {_short(names)}')
-
-
-def _short(items, n: int = 4) -> str:
-    items = list(items)
-    return str(items[:n])[:-1] + (f', … {len(items)} in all]' if len(items) > n else ']')
-
-
-class _CheckedImages(torch.utils.data.Dataset):
-    """(image, class) of a list of files; an unreadable image raises naming the file (timm's dataset logs it
-    and silently returns the next image instead, so counts and accuracy would be wrong)."""
-
-    def __init__(self, samples: List[Tuple[str, int]], transform):
-        self.samples, self.transform = samples, transform
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, index: int):
-        from .data import open_rgb
-        path, target = self.samples[index]
-        return self.transform(open_rgb(path)), target
-
-
-@torch.no_grad()
-def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_size: int = 250,
-             workers: int = 2, device: str = 'cpu', progress: bool = False) -> Dict[str, Any]:
-    """Top-1/top-5 (%) on an ImageFolder split with the model's own preprocessing (timm's eval transform);
-    the result also says what was evaluated: split, classes, image count, NFE."""
-    return evaluate_together({'model': model}, data_dir, split, batch_size, workers, device, progress)['model']
-
-
-def _eval_loader(data_config: Dict[str, Any], samples: List[Tuple[str, int]], batch_size: int, workers: int):
-    """Batches of (images, targets) with timm's eval transform of ``data_config``."""
-    from timm.data import create_transform
-    transform = create_transform(**{k: data_config[k] for k in ('input_size', 'interpolation', 'mean', 'std',
-                                                                  'crop_pct', 'crop_mode') if k in data_config})
-    return torch.utils.data.DataLoader(_CheckedImages(samples, transform), batch_size=batch_size, num_workers=workers)
-
-
-DEFAULT_GRIDS = (2, 3, 4, 6, 8, 12, 16, 24)  # Euler steps of an ODE model / iterations of a recurrent one
-
-
-def _check_grids(grids) -> None:
-    """ValueError unless ``grids`` is a non-empty sequence of positive integer depths."""
-    if isinstance(grids, (str, bytes)) or not grids or any(isinstance(g, bool) or not isinstance(g, int) or g < 1
-                                                           for g in grids):
-        raise ValueError(f'grids must be positive integers (Euler steps / iterations), got {grids!r}')
-
-
-def evaluate_grids(model: torch.nn.Module, data_dir: str, split: str = 'test', grids: Sequence[int] = DEFAULT_GRIDS,
-                   batch_size: int = 250, workers: int = 2, device: str = 'cpu') -> List[Dict[str, Any]]:
-    """Top-1 (%) of a continuous-depth model at each depth of ``grids`` (steps of its solver's method, iterations of a
-    recurrence) on an ImageFolder split: :func:`timm_odevit.anytime.accuracy_at_budgets` over the model's own eval
-    preprocessing. Returns ``[{'grid', 'depth', 'nfe', 'top1'}, ...]``; the model's own grid is restored."""
-    from timm.data import resolve_data_config
-    from .anytime import accuracy_at_budgets
-    _check_grids(grids)
-    classes, samples = image_folder(data_dir, split)
-    check_classes(model, classes, str(pathlib.Path(data_dir) / split))
-    model.eval().to(torch.device(device))
+def _is_json(value) -> bool:
     try:
-        rows = accuracy_at_budgets(model, _eval_loader(resolve_data_config(model=model), samples, batch_size, workers),
-                                   grids=list(grids))
-    except ValueError as e:  # an unreadable image (re-raised by a worker with its traceback in the message)
-        raise ValueError(str(e).strip().splitlines()[-1].removeprefix('ValueError: ')) from None
-    return [{'grid': r['grid'], 'depth': g, 'nfe': r['nfe'], 'top1': r['top1']} for g, r in zip(grids, rows)]
-
-
-@torch.no_grad()
-def evaluate_together(models: Dict[str, torch.nn.Module], data_dir: str, split: str = 'test', batch_size: int = 250,
-                      workers: int = 2, device: str = 'cpu', progress: bool = False) -> Dict[str, Dict[str, Any]]:
-    """:func:`evaluate` of several models that share one preprocessing, in one pass over the images."""
-    from timm.data import resolve_data_config
-    from tqdm import tqdm
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f'batch_size must be an integer >= 1, got {batch_size!r}')
-    configs = {name: resolve_data_config(model=m) for name, m in models.items()}
-    data_config = next(iter(configs.values()))
-    if any(c != data_config for c in configs.values()):
-        raise ValueError(f'the models preprocess differently ({configs}); evaluate them one at a time')
-    classes, samples = image_folder(data_dir, split)
-    for m in models.values():
-        check_classes(m, classes, str(pathlib.Path(data_dir) / split))
-    loader = _eval_loader(data_config, samples, batch_size, workers)
-    device = torch.device(device)
-    for m in models.values():
-        m.eval().to(device)
-    counts = {name: [0, 0] for name in models}
-    total = 0
-    try:
-        for x, y in tqdm(loader, desc=f'evaluating {split}', unit='batch', disable=not progress, file=sys.stderr):
-            x, y = x.to(device), y.to(device)
-            for name, model in models.items():
-                top5 = model(x).topk(min(5, model.num_classes), dim=-1).indices
-                counts[name][0] += (top5[:, 0] == y).sum().item()
-                counts[name][1] += (top5 == y[:, None]).any(-1).sum().item()
-            total += y.numel()
-    except ValueError as e:  # an unreadable image (re-raised by a worker with its traceback in the message)
-        raise ValueError(str(e).strip().splitlines()[-1].removeprefix('ValueError: ')) from None
-    return {name: {'top1': 100. * c1 / total, 'top5': 100. * c5 / total, 'images': total,
-                   'nfe': int(getattr(models[name], 'nfe', 0)), 'split': split, 'classes': classes,
-                   'data_dir': str(data_dir)} for name, (c1, c5) in counts.items()}
+        json.dumps(value)
+        return True
+    except TypeError:
+        return False
 
 
 # ---- export -------------------------------------------------------------------------------------
-EXPORT_FILES = MODEL_FILES + (TRAINING_LOG, LEARNING_CURVE)
-KNOWN_DATASETS = {'cifar10': ('CIFAR-10', CIFAR10_LABELS), 'cifar100': ('CIFAR-100', 100)}
-
-
 def resolve_dataset(dataset: Optional[str], classes: List[str], eval_dir: str) -> Tuple[str, str]:
     """(Hub dataset id, display name) of the evaluation: ``dataset`` checked against the evaluated classes
     for the known ones, else recognised from the classes (CIFAR-10), else the eval folder's name."""
@@ -292,38 +125,21 @@ def resolve_dataset(dataset: Optional[str], classes: List[str], eval_dir: str) -
     if known is None:
         return dataset, dataset
     display, expected = known
-    fits = len(classes) == expected if isinstance(expected, int) else tuple(classes) == expected
-    if not fits:
-        raise ValueError(f'--dataset {dataset} does not describe the evaluated folder {eval_dir}: it has '
-                         f'{len(classes)} classes {_short(classes)}, {display} has '
-                         f'{expected if isinstance(expected, int) else len(expected)}')
+    count = expected if isinstance(expected, int) else len(expected)
+    if (len(classes) != expected) if isinstance(expected, int) else (tuple(classes) != expected):
+        raise ValueError(f'--dataset {dataset} does not describe the evaluated folder {eval_dir} ({len(classes)} '
+                         f'classes {short(classes)}, {display} has {count}): give the dataset it holds')
     return dataset.lower(), display
 
 
 def _check_out_dir(out: pathlib.Path) -> None:
     """The export target must be a new folder, an empty one, or an earlier export (whose files it replaces)."""
     if out.exists() and not out.is_dir():
-        raise ValueError(f'out_dir {out} is a file, not a folder')
-    if out.is_dir():
-        foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES)
-        if foreign:
-            raise ValueError(f'out_dir {out} holds files an export does not write ({_short(foreign)}); '
-                             'choose a new or empty folder (an earlier export is replaced as a whole)')
-
-
-def _replace_folder(staging: pathlib.Path, out: pathlib.Path) -> None:
-    """Swap the complete ``staging`` folder in as ``out``; files of an earlier export do not linger."""
-    if not out.exists():
-        staging.rename(out)
-        return
-    old = staging.with_name(staging.name + '.old')
-    out.rename(old)
-    try:
-        staging.rename(out)
-    except BaseException:
-        old.rename(out)
-        raise
-    shutil.rmtree(old)
+        raise ValueError(f'out_dir {out} is a file, not a folder: choose a folder')
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
+    if foreign:
+        raise ValueError(f'out_dir {out} holds files an export does not write ({short(foreign)}): choose a new or '
+                         'empty folder (an earlier export is replaced as a whole)')
 
 
 def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_dir: Optional[str] = None,
@@ -335,14 +151,14 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     model card; the run's summary.csv copied and drawn as learning_curve.png, training time from its
     train_time.json). ``use_ema`` None: the weights the run selected on (EMA with --model-ema). The card's
     split, dataset, classes and image count are those of the evaluation. ``grids``: also measure top-1 at these depths
-    (Euler steps / iterations, :func:`evaluate_grids`) on the same images; the card gets the table. Returns the
-    metrics."""
+    (Euler steps / iterations, :func:`evaluate_grids`) on the same images; the card gets the table. ``out_dir`` may
+    be a symbolic link: the folder it points to is replaced. Returns the metrics."""
     from timm.models import save_for_hf
+    from .layers import ContinuousDepthStack
     if not eval_dir:
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
-    if grids is not None:
-        _check_grids(grids)
-    out = pathlib.Path(out_dir)
+    grids = None if grids is None else check_grids(grids)
+    out = pathlib.Path(out_dir).resolve()
     _check_out_dir(out)
     if repo_id:
         check_repo_id(repo_id)
@@ -350,44 +166,37 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     if getattr(model, 'train_depth', None):  # a training recipe (the card's command keeps it), not part of the weights
         model.set_train_depth(None)
     classes, _ = image_folder(eval_dir, eval_split)
-    check_classes(model, classes, str(pathlib.Path(eval_dir) / eval_split))
     _check_training_classes(info['train_args'], classes, str(pathlib.Path(eval_dir) / eval_split))
-    if grids and not hasattr(getattr(model, 'blocks', None), 'is_recurrent'):
+    dataset, dataset_name = resolve_dataset(dataset, classes, eval_dir)
+    if grids and not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
         raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
     metrics = evaluate(model, eval_dir, eval_split, batch_size=batch_size, workers=workers, device=device,
                        progress=progress)
     if grids:  # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
         metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
     model.cpu()
-    metrics['dataset'], metrics['dataset_name'] = resolve_dataset(dataset, classes, eval_dir)
+    metrics['dataset'], metrics['dataset_name'] = dataset, dataset_name
     if repo_id:
         model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
     run_dir = pathlib.Path(checkpoint).parent
     if (run_dir / 'train_time.json').is_file():
-        info['train_time'] = json.loads((run_dir / 'train_time.json').read_text())
+        info['train_time'] = read_json(run_dir / 'train_time.json')
     info['checkpoint_file'] = pathlib.Path(checkpoint).name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # written and verified in a staging folder after the (long) evaluation: a failure leaves out_dir as it was
-    staging = pathlib.Path(tempfile.mkdtemp(dir=out.parent, prefix=f'.{out.name}.partial-'))
-    try:
+    # written and verified beside out_dir after the (long) evaluation, then swapped in whole: a failure leaves it
+    with replaced_folder(out) as staging:
         save_for_hf(model, staging, model_config={'label_names': classes}, safe_serialization=True)
         name = repo_id.split('/')[-1] if repo_id else info['architecture']
-        curve = log = False
-        if (run_dir / TRAINING_LOG).is_file():  # the run's per-epoch record travels with the weights
+        log = (run_dir / TRAINING_LOG).is_file()  # the run's per-epoch record travels with the weights
+        curve = log and importlib.util.find_spec('matplotlib') is not None  # else the card gets no learning curve
+        if log:
             shutil.copy(run_dir / TRAINING_LOG, staging / TRAINING_LOG)
-            log = True
-            if _has_matplotlib():
-                plot_learning_curve(read_summary(run_dir / TRAINING_LOG), staging / LEARNING_CURVE,
-                                    f'{name}: validation top-1 per epoch')
-                curve = True
+        if curve:
+            plot_learning_curve(read_summary(run_dir / TRAINING_LOG), staging / LEARNING_CURVE,
+                                f'{name}: validation top-1 per epoch')
         (staging / 'README.md').write_text(model_card(
             name, model, metrics, info, metrics['dataset'], repo_id, train_command=train_command,
             learning_curve=curve, training_log=log))
         verify_folder(staging)
-        _replace_folder(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(staging.with_name(staging.name + '.old'), ignore_errors=True)
     return metrics
 
 
@@ -398,8 +207,8 @@ def _check_training_classes(train_args: Dict[str, Any], classes: List[str], wher
         return
     trained = sorted(p.name for p in (pathlib.Path(data_dir) / split).iterdir() if p.is_dir())
     if trained and trained != list(classes):
-        raise ValueError(f'{where} classes {_short(classes)} are not those the model was trained on '
-                         f'({pathlib.Path(data_dir) / split}: {_short(trained)})')
+        raise ValueError(f'{where} classes {short(classes)} are not those the model was trained on '
+                         f'({pathlib.Path(data_dir) / split}: {short(trained)}): evaluate on its dataset')
 
 
 def check_repo_id(repo_id: str) -> None:
@@ -407,93 +216,90 @@ def check_repo_id(repo_id: str) -> None:
     from huggingface_hub.utils import HFValidationError, validate_repo_id
     try:
         validate_repo_id(repo_id)
+        if repo_id.count('/') != 1:
+            raise HFValidationError('it must be ORG/NAME')
     except HFValidationError as e:
-        raise ValueError(f'--repo-id {repo_id!r} is not a valid Hub repo id: {e}') from None
-    if repo_id.count('/') != 1:
-        raise ValueError(f'--repo-id {repo_id!r} must be ORG/NAME')
+        raise ValueError(f'--repo-id {repo_id!r} is not a valid Hub repo id ({e}): give ORG/NAME') from None
 
 
-def _has_matplotlib() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-        return True
-    except ImportError:
-        print('odevit-export: matplotlib is not installed (pip install timm_odevit[analysis]); the card gets no '
-              'learning curve', file=sys.stderr)
-        return False
+# ---- loading ------------------------------------------------------------------------------------
+CONFIG_TYPES = {'architecture': str, 'num_classes': int, 'pretrained_cfg': dict, 'model_args': dict,
+                'label_names': list}
 
 
 def read_config(folder) -> Dict[str, Any]:
     """The timm ``config.json`` of a model folder; ValueError naming the file when it is not one (timm's own
     ``local-dir:`` loader raises a bare JSONDecodeError / KeyError, which the package leaves as it is)."""
     path = pathlib.Path(folder) / 'config.json'
-    try:
-        config = json.loads(path.read_text())
-        if not isinstance(config.get('architecture'), str):
-            raise KeyError('architecture')
-        if not isinstance(config.get('pretrained_cfg', {}), dict) or not isinstance(config.get('model_args', {}), dict):
-            raise TypeError('"pretrained_cfg" and "model_args" must be JSON objects')
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        name = 'TypeError' if isinstance(e, AttributeError) else type(e).__name__
-        raise ValueError(f'{path} is not a valid timm config.json ({name}: {e}): it must be a JSON object with '
-                         '"architecture" and "pretrained_cfg", as timm.models.save_for_hf / odevit-export write it') from e
-    except OSError as e:
-        raise ValueError(f'cannot read {path}: {e}') from e
+    config = read_json(path)
+    present = {k: config.get(k) for k in CONFIG_TYPES if k in config or k == 'architecture'}
+    wrong = [f'"{k}" must be a JSON {CONFIG_TYPES[k].__name__}' for k, v in present.items()
+             if not isinstance(v, CONFIG_TYPES[k]) or isinstance(v, bool)]
+    if wrong:
+        raise ValueError(f'{path} is not a valid timm config.json ({"; ".join(wrong)}): fix it or export it again')
     return config
 
 
 def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:
-    """'' or a warning: the ``config.json`` beside a weights file (a release or export folder) runs them with other
-    depth settings (Euler steps, iterations, ...) than ``model`` has. Those settings are model kwargs, not weights:
-    loaded by path, the weights integrate the model's grid (``local-dir:``/``pretrained=True`` read the kwargs)."""
-    from .models import ContinuousDepthViT
+    """'' or a warning: the ``config.json`` beside a weights file (a release or export folder) integrates them on
+    another grid (method, time points) than ``model``'s. Depth settings are model kwargs, not weights: loaded by
+    path, the weights run the model's grid (``local-dir:`` / ``pretrained=True`` read the saved kwargs)."""
+    import timm
+    from .layers import ContinuousDepthStack
     folder = pathlib.Path(checkpoint_path).parent
-    if not isinstance(model, ContinuousDepthViT) or not (folder / 'config.json').is_file():
+    stack = getattr(model, 'blocks', None)
+    if not isinstance(stack, ContinuousDepthStack) or not (folder / 'config.json').is_file():
         return ''
     try:
-        config = read_config(folder)
-    except ValueError:
+        if read_config(folder)['architecture'] != model.pretrained_cfg.get('architecture'):
+            return ''
+        saved = timm.create_model(f'local-dir:{folder}', device='meta').blocks.solver
+    except Exception:  # not a config this model can be compared with: nothing to warn about
         return ''
-    if config['architecture'] != model.pretrained_cfg.get('architecture'):
+    ours = stack.solver
+    if (saved.method, saved.steps, round(saved.t_end, 9)) == (ours.method, ours.steps, round(ours.t_end, 9)):
         return ''
-    current = json.loads(json.dumps(model.blocks.owner_model_args()))  # as config.json holds them
-    saved = config.get('model_args') or {}
-    differ = sorted(k for k, v in saved.items()  # the settings that change the function the weights compute
-                    if k in current and k not in ('check_finite', 'adjoint', 'train_depth') and current[k] != v)
-    if not differ:
-        return ''
-    kwargs = ' '.join(f'{k}={saved[k]}' for k in differ)
-    return (f'warning: {folder / "config.json"} runs these weights with {kwargs} (its model_args), this model has '
-            f'{", ".join(f"{k}={current[k]}" for k in differ)}: its accuracy is not the release\'s. Create the model '
-            f'with those kwargs (--model-kwargs {kwargs}), or load the folder (--model local-dir:{folder} --pretrained).')
+    return (f'warning: {folder / "config.json"} runs these weights on {saved.steps} {saved.method} steps to '
+            f't={saved.t_end:g}, this model on {ours.steps} {ours.method} steps to t={ours.t_end:g}, so its accuracy '
+            f'is not theirs: load the folder (--model local-dir:{folder} --pretrained) or give the model their depth '
+            'settings (--model-kwargs)')
 
 
 def verify_folder(folder) -> None:
-    """Raise ValueError unless ``folder`` is complete and its weights load strictly into its config."""
+    """Raise ValueError unless ``folder`` is complete and loads as ``timm.create_model('local-dir:…',
+    pretrained=True)`` loads it: its config.json read as timm reads it, its weights exactly as saved, its
+    preprocessing applied to a dummy image and one forward run."""
     import timm
     import timm_odevit  # noqa: F401
-    from safetensors.torch import load_file
+    from PIL import Image
+    from timm.data import resolve_data_config
     folder = pathlib.Path(folder)
-    if not folder.is_dir():
-        raise ValueError(f'{folder} is not a model folder ({"a file" if folder.exists() else "it does not exist"})')
     missing = [f for f in MODEL_FILES if not (folder / f).is_file()]
     if missing:
-        raise ValueError(f'{folder} is not a complete model folder: missing {missing}')
+        raise ValueError(f'{folder} is not a model folder ({", ".join(missing)} missing): export it with odevit-export')
     config = read_config(folder)
-    architecture = config['architecture']
+    weights = folder / 'model.safetensors'
+    state = load_checkpoint_file(weights, 'weights')
     try:
-        state = upgrade_state_dict(load_file(str(folder / 'model.safetensors')))
-    except Exception as e:  # safetensors raises its own error type for truncated / corrupt files
-        raise ValueError(f'{folder / "model.safetensors"} is corrupt or truncated: {e}') from e
-    kwargs = dict(config.get('model_args', {}))
-    kwargs.setdefault('num_classes', config.get('num_classes'))
-    model = timm.create_model(architecture, pretrained=False, **kwargs)
-    check_state_dict(model, state, source=str(folder / 'model.safetensors'))
+        model = timm.create_model(f'local-dir:{folder}', pretrained=True).eval()
+        check_state_dict(model, state, source=str(weights))
+        changed = sorted(k for k, v in model.state_dict().items() if not torch.equal(v, state[k]))
+        if changed:
+            raise ValueError(f'{changed[:4]} do not load as saved: config.json builds another model than the weights')
+        transform, mode = eval_transform(resolve_data_config(model=model))
+        channels, height, width = model.pretrained_cfg['input_size']
+        with torch.no_grad():
+            model(transform(Image.new(mode, (width, height))).unsqueeze(0))
+    except Exception as e:
+        if isinstance(e, ValueError) and str(folder) in str(e):
+            raise
+        raise ValueError(f'{folder} does not load ({type(e).__name__}: {e}): fix its config.json or export it '
+                         'again') from e
     labels = config.get('label_names', config.get('pretrained_cfg', {}).get('label_names'))
     if labels is not None and (not isinstance(labels, list) or not all(isinstance(n, str) for n in labels)
                                or len(labels) != model.num_classes):
         raise ValueError(f'{folder / "config.json"}: label_names must be a list of {model.num_classes} names, one per '
-                         f'output of the head, got {_short(labels) if isinstance(labels, list) else repr(labels)}'
+                         f'output of the head, got {short(labels) if isinstance(labels, list) else repr(labels)}'
                          + (f' ({len(labels)} names)' if isinstance(labels, list) else ''))
 
 
@@ -569,10 +375,8 @@ def export_parser() -> argparse.ArgumentParser:
 def export_main(argv=None) -> None:
     p = export_parser()
     args = p.parse_args(argv)
-    if args.batch_size < 1:
-        p.error(f'--batch-size must be >= 1, got {args.batch_size}')
-    if args.workers < 0:
-        p.error(f'--workers must be >= 0, got {args.workers}')
+    if args.batch_size < 1 or args.workers < 0:
+        p.error(f'--batch-size must be >= 1 and --workers >= 0, got {args.batch_size} and {args.workers}')
     try:
         torch.device(args.device)
     except RuntimeError as e:

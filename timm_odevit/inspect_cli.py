@@ -49,7 +49,7 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     mass = analysis.cls_attention_mass(model, maps, grid)[:, 0]  # (P + 1, h, w)
     masks = analysis.mass_mask(mass, mass_q)
     lam, growth = analysis.lyapunov_exponent(model, x, steps=lyapunov_steps)
-    unit = 'iteration' if analysis.is_recurrent(model) else 't'
+    unit = analysis.depth_stack(model).solver.unit  # 'iteration' for the bViT recurrence, else 't'
     image = _denormalise(x, model)
     H, W = image.shape[:2]
 
@@ -67,8 +67,7 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
         ax.axis('off')
         fig.colorbar(im, ax=ax, fraction=0.046, label='[CLS] attention')
     fig.suptitle(f'[CLS] -> patch attention over time (cyan: {mass_q:.0%} of the mass)')
-    fig.tight_layout()
-    fig.savefig(out / 'attention_over_time.png', dpi=100)
+    _save(fig, out / 'attention_over_time.png')
 
     # [CLS] trajectory projection
     cls = states[:, 0, 0].float()  # (P + 1, D)
@@ -84,8 +83,7 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     ax.set_xlabel(f'PC 1 ({explained[0]:.0%} of variance)')
     ax.set_ylabel(f'PC 2 ({explained[1]:.0%} of variance)')
     ax.set_title('[CLS] trajectory (PCA projection)')
-    fig.tight_layout()
-    fig.savefig(out / 'trajectory_pca.png', dpi=100)
+    _save(fig, out / 'trajectory_pca.png')
 
     # displacement and energy
     disp = (states[1:] - states[:-1]).flatten(1).norm(dim=1)
@@ -99,8 +97,7 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     ax2.plot(times, energy, 's-', color='tab:red')
     ax2.set_ylabel('energy ‖X‖²', color='tab:red')
     ax1.set_title('Per-step displacement and energy')
-    fig.tight_layout()
-    fig.savefig(out / 'dynamics.png', dpi=100)
+    _save(fig, out / 'dynamics.png')
 
     # Lyapunov growth
     fig = Figure(figsize=(5.5, 4))
@@ -110,8 +107,7 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     ax.set_xlabel('step')
     ax.set_ylabel('log ‖v_k+1‖ / ‖v_k‖')
     ax.set_title(f'Tangent growth of the [CLS] trajectory: λ_max = {lam:.3f}')
-    fig.tight_layout()
-    fig.savefig(out / 'lyapunov.png', dpi=100)
+    _save(fig, out / 'lyapunov.png')
 
     probs = logits.softmax(-1)[0]
     summary = {
@@ -125,6 +121,11 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     }
     (out / 'summary.json').write_text(json.dumps(_finite_or_none(summary), indent=2))
     return summary
+
+
+def _save(fig, path: pathlib.Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 def _finite_or_none(obj):

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 LEARNING_CURVE = 'learning_curve.png'
+TEMPLATE = pathlib.Path(__file__).with_name('model_card_template.md')  # the README.md, a jinja2 template
 TRAINING_LOG = 'summary.csv'  # train.py's per-epoch table, copied into the folder as is
 
 CITATIONS = {
@@ -73,20 +74,21 @@ def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: 
 def family(model: torch.nn.Module) -> str:
     """'ode' (a solver integrates the depth), 'recurrent' (one block iterated) or 'discrete' (a plain
     stack of blocks: the matched timm ViT baselines, or any other timm model)."""
-    if getattr(model, 'solver', None) is not None:
-        return 'ode'
-    return 'recurrent' if callable(getattr(model, 'set_iterations', None)) else 'discrete'
+    from .layers import ContinuousDepthStack
+    stack = getattr(model, 'blocks', None)
+    if not isinstance(stack, ContinuousDepthStack):
+        return 'discrete'
+    return 'recurrent' if stack.solver.method == 'recurrence' else 'ode'
 
 
 def _depth(model: torch.nn.Module) -> str:
     kind = family(model)
     if kind == 'ode':
-        solver = model.solver
+        solver = model.blocks.solver
         return f'{solver.method}, {solver.steps} steps over t ∈ [0, {solver.t_end:g}]'
     if kind == 'recurrent':
         return f'{model.iterations} recurrent iterations of one block'
-    blocks = getattr(model, 'blocks', None)
-    return f'{len(blocks)} blocks (discrete)' if blocks is not None else 'discrete layers'
+    return f'{len(model.blocks)} blocks (discrete)' if hasattr(model, 'blocks') else 'discrete layers'
 
 
 def _epoch(info: Dict[str, Any]) -> str:
@@ -120,7 +122,7 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
         ('depth', _depth(model)),
     ]
     if kind != 'discrete':
-        rows.append(('field evaluations per image (NFE)', str(metrics.get('nfe', '?'))))
+        rows.append(('field evaluations per image (NFE)', format(metrics['nfe'], 'g') if 'nfe' in metrics else '?'))
     rows += [
         ('model args', f"`{json.dumps(info.get('model_kwargs', {}))}`"),
         ('epochs', str(info.get('train_args', {}).get('epochs', '?'))),
@@ -181,7 +183,7 @@ def _retune(model: torch.nn.Module, measured: bool = False) -> str:
     where = 'see "Accuracy at other depths"' if measured else 'measure first (timm_odevit.anytime.accuracy_at_budgets)'
     kind = family(model)
     if kind == 'ode':
-        steps = model.solver.steps
+        steps = model.blocks.solver.steps
         change = f'steps={2 * steps}' if steps else "method='euler', steps=12"
         return f'\nmodel.set_solver({change})  # another grid: accuracy changes with it; {where}'
     if kind == 'recurrent':
@@ -196,8 +198,8 @@ def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=N
     if not rows:
         return ''
     recurrent = family(model) == 'recurrent'
-    loaded = model.iterations if recurrent else model.solver.steps
-    what = 'iterations' if recurrent else f'{model.solver.method} steps'
+    loaded = model.iterations if recurrent else model.blocks.solver.steps
+    what = 'iterations' if recurrent else f'{model.blocks.solver.method} steps'
     if train_depth:
         label, how = 'loaded', (f'the last training run drew a depth from {train_depth[0]}–{train_depth[1]} per update '
                                 f'(train_depth); the weights are loaded at {loaded}')
@@ -212,68 +214,6 @@ def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=N
             f"{metrics.get('split', 'test')} images at other depths ({what}; {how}). Depth is a run-time setting, but "
             "accuracy depends on it:\n\n"
             f'| {what} | field evaluations / image | top-1 |\n|---|---|---|\n{table}\n')
-
-
-CARD_BODY = '''
-# {name}
-
-{description}
-
-## Model details
-
-| | |
-|---|---|
-{table}
-
-Training: {train_command}
-({recipe}).
-
-## Usage
-
-```bash
-pip install timm_odevit
-```
-
-### Classification
-
-```python
-import timm
-import timm_odevit  # registers the models with timm
-import torch
-from PIL import Image
-
-model = timm.create_model('{load}', pretrained=True).eval()
-config = timm.data.resolve_data_config(model=model)
-transform = timm.data.create_transform(**config)
-
-img = Image.new('RGB', ({width}, {height}), (128, 96, 64))  # your image: Image.open('photo.png').convert('RGB')
-with torch.no_grad():
-    probabilities = model(transform(img).unsqueeze(0)).softmax(dim=-1)
-top5 = probabilities.topk(min(5, model.num_classes))
-labels = model.pretrained_cfg.get('label_names') or [str(i) for i in range(model.num_classes)]
-print([(labels[i], round(p.item(), 3)) for p, i in zip(top5.values[0], top5.indices[0])])
-```
-
-### Feature maps and embeddings
-
-```python
-import timm
-import timm_odevit
-import torch
-
-model = timm.create_model('{load}', pretrained=True).eval()
-x = torch.randn(1, *model.pretrained_cfg['input_size'])
-with torch.no_grad():
-    tokens = model.forward_features(x)                        # (1, tokens, dim): {final}
-    embedding = model.forward_head(tokens, pre_logits=True)  # (1, dim): the pooled image embedding
-    final, states = model.forward_intermediates(x, indices=3)  # the last 3 {points}, as (1, dim, h, w) maps
-print(tokens.shape, embedding.shape, [s.shape for s in states])
-
-extractor = timm.create_model('{load}', pretrained=True, features_only=True, out_indices=(-2, -1))
-print([f.shape for f in extractor(x)], extractor.feature_info.channels())
-{retune}
-```
-{grids}{curve}{citation}'''
 
 
 def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, Any],
@@ -297,13 +237,15 @@ def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info:
     grids = _grid_section(model, metrics, (args.get('model_kwargs') or {}).get('train_depth'))
     citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
     discrete = family(model) == 'discrete'
-    body = CARD_BODY.format(
-        name=name, description=_description(model, metrics.get('dataset_name') or data.datasets[0]),
+    grey = size[0] == 1  # read as timm reads images for a one-channel model
+    return str(ModelCard.from_template(
+        data, template_path=str(TEMPLATE), name=name,
+        description=_description(model, metrics.get('dataset_name') or data.datasets[0]),
         table='\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info)),
         train_command=train_command or 'timm train.py via `python -m timm_odevit.train`',
         recipe=', '.join(f'{k}={args[k]}' for k in RECIPE_KEYS if _shown(k, args)),
         load=f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH', width=size[2], height=size[1],
+        mode='L' if grey else 'RGB', colour='96' if grey else '(128, 96, 64)',
         final='the last block output' if discrete else 'the state at the final time',
         points='blocks' if discrete else 'time points', retune=_retune(model, bool(grids)), curve=curve, grids=grids,
-        citation=f'\n## Citation\n\n```bibtex\n{citation}\n```\n' if citation else '')
-    return str(ModelCard(f'---\n{data.to_yaml()}\n---\n{body}'))
+        citation=f'\n## Citation\n\n```bibtex\n{citation}\n```\n' if citation else ''))

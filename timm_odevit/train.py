@@ -32,6 +32,9 @@ import urllib.request
 from typing import List, Optional
 
 import timm
+from timm.data.readers.img_extensions import get_img_extensions
+
+from ._checks import read_json, write_atomic
 
 RAW_URL = 'https://raw.githubusercontent.com/huggingface/pytorch-image-models/v{version}/{script}'
 
@@ -78,11 +81,9 @@ def locate_script(script: str = 'train.py', explicit: Optional[str] = None, down
             reason = f'download from {url} failed ({e})'
     else:
         reason = 'downloading is disabled'
-    raise FileNotFoundError(
-        f"timm's {script} is not part of the timm wheel and {reason}. Get it from a timm checkout of the "
-        f'tag v{timm.__version__} (git clone --branch v{timm.__version__} '
-        'https://github.com/huggingface/pytorch-image-models) and pass --timm-train /path/to/train.py, '
-        f'set TIMM_TRAIN_PY, or copy it to {cached}.')
+    raise FileNotFoundError(f"timm's {script} is not in the timm wheel and {reason}: pass --timm-train PATH (or set "
+                            f'TIMM_TRAIN_PY) from a checkout of timm v{timm.__version__} (git clone --branch '
+                            f'v{timm.__version__} https://github.com/huggingface/pytorch-image-models)')
 
 
 SCRIPTS = ('train.py', 'validate.py', 'inference.py', 'benchmark.py')  # timm's scripts this wrapper runs
@@ -195,24 +196,20 @@ def _install_tasks(module) -> None:
             return DeepSupervisionTask(model, criterion=criterion, **kwargs)
         return classification(model, criterion=criterion, **kwargs)
 
-    def feature_task(student_model, teacher_model, criterion=None, distill_loss_weight=None, task_loss_weight=None,
-                     device=None, dtype=None, verbose=True, **feature_kwargs):
+    def feature_task(student_model, teacher_model, **kwargs):
         args = state.get('trajectory')
         if args is None:
-            return feature_distillation(
-                student_model=student_model, teacher_model=teacher_model, criterion=criterion,
-                distill_loss_weight=distill_loss_weight, task_loss_weight=task_loss_weight,
-                device=device, dtype=dtype, verbose=verbose, **feature_kwargs)
+            return feature_distillation(student_model=student_model, teacher_model=teacher_model, **kwargs)
         args.kd_distill_type = 'trajectory'  # ... and the args train.py saves in its checkpoints say what ran
+        common = ('criterion', 'distill_loss_weight', 'task_loss_weight', 'device', 'dtype', 'verbose')
         return TrajectoryDistillationTask(
-            student_model, teacher_model, criterion=criterion, teacher_checkpoint=args.kd_teacher_checkpoint,
-            mapping=args.kd_mapping, mapping_temperature=args.kd_mapping_temperature, tokens=args.kd_tokens,
-            distill_loss_weight=distill_loss_weight, task_loss_weight=task_loss_weight,
+            student_model, teacher_model, teacher_checkpoint=args.kd_teacher_checkpoint, mapping=args.kd_mapping,
+            mapping_temperature=args.kd_mapping_temperature, tokens=args.kd_tokens,
             ce_start_epoch=args.kd_ce_start_epoch, init_student_from_teacher=args.kd_init_student,
             attn_mass_weight=args.kd_attn_mass_weight, jasmin_weight=args.kd_jasmin_weight,
             jasmin_k=args.kd_jasmin_k, teacher_model_kwargs=args.kd_model_kwargs,
             mean=getattr(args, 'mean', None), std=getattr(args, 'std', None),
-            device=device, dtype=dtype, verbose=verbose)
+            **{k: kwargs[k] for k in common if k in kwargs})
 
     feature_distillation = module.FeatureDistillationTask
     module._parse_args = parse_args
@@ -230,10 +227,11 @@ def _own_model(task):
 
 def checked_resume(original, ema: bool = False):
     """train.py's ``resume_task_checkpoint`` / ``load_task_ema_checkpoint`` for this package's models: the file is
-    read weights_only with errors naming it, its weights are checked against the model (missing / unexpected /
-    mis-shaped keys named) and earlier parameter names are mapped, before timm's function restores them."""
+    read weights_only with errors naming it, and its weights (the keys timm's function takes) are checked against
+    the model, missing / unexpected / mis-shaped keys named, before timm's function restores them."""
+    from timm.models import clean_state_dict
     from timm_odevit.hub import load_checkpoint_file
-    from timm_odevit.models._common import check_state_dict, upgrade_state_dict
+    from timm_odevit.models._common import check_state_dict
 
     def resume(task, checkpoint_path, *args, **kwargs):
         model = _own_model(task)
@@ -244,63 +242,54 @@ def checked_resume(original, ema: bool = False):
             keys = ('state_dict_ema', 'model_ema', 'state_dict', 'model') if ema else ('state_dict', 'model')
             state = next((ckpt[k] for k in keys if isinstance(ckpt, dict) and isinstance(ckpt.get(k), dict)), ckpt)
             if not isinstance(state, dict):
-                raise ValueError(f'--resume checkpoint {checkpoint_path!r} holds no state dict')
-            state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in state.items()}
-            check_state_dict(model, upgrade_state_dict(state), source=f'--resume checkpoint {checkpoint_path}')
+                raise ValueError(f'--resume checkpoint {checkpoint_path!r} holds no state dict: give a train.py '
+                                 'checkpoint')
+            check_state_dict(model, clean_state_dict(state), source=f'--resume checkpoint {checkpoint_path}')
         except (ValueError, OSError) as e:
             raise SystemExit(f'error: {e}') from None
-        load_state = task.load_checkpoint_state
-
-        def load_upgraded(state_dict, *a, **k):  # earlier parameter names -> today's, for this run's task only
-            return load_state(upgrade_state_dict(state_dict), *a, **k)
-        task.load_checkpoint_state = load_upgraded
-        try:
-            return original(task, checkpoint_path, *args, **kwargs)
-        finally:
-            del task.load_checkpoint_state
+        return original(task, checkpoint_path, *args, **kwargs)
     return resume
 
 
 def checked_create_model(create):
     """train.py's ``create_model`` whose ``checkpoint_path`` (--initial-checkpoint) is loaded, for this package's
     models, by the package: read weights_only with errors naming the file, through the models' checkpoint filter
-    (train.py / DDP wrappers unwrapped, earlier parameter names mapped, position embedding resampled), strictly."""
+    (train.py / DDP / torch.compile wrappers unwrapped, position embedding resampled), strictly; a config.json beside
+    the file that runs the weights at another depth is warned about."""
     def create_model(name, *args, checkpoint_path=None, **kwargs):
-        from timm_odevit.hub import load_checkpoint_file
+        from timm_odevit.hub import depth_mismatch, load_checkpoint_file
         from timm_odevit.models import ContinuousDepthViT, checkpoint_filter_fn
         from timm_odevit.models._common import check_state_dict
-        if not checkpoint_path:
-            return create(name, *args, **kwargs)
         model = create(name, *args, **kwargs)
+        if not checkpoint_path:
+            return model
         if not isinstance(model, ContinuousDepthViT):
             from timm.models import load_checkpoint
             load_checkpoint(model, checkpoint_path)  # what timm's create_model does with it
             return model
-        source = f'--initial-checkpoint {checkpoint_path}'
         try:
             state = checkpoint_filter_fn(load_checkpoint_file(checkpoint_path, '--initial-checkpoint'), model)
-            check_state_dict(model, state, source=source)
-        except (ValueError, OSError) as e:
+            check_state_dict(model, state, source=f'--initial-checkpoint {checkpoint_path}')
+        except (ValueError, KeyError, OSError) as e:
             raise SystemExit(f'error: {e}') from None
         model.load_state_dict(state)
-        _warn_depth_mismatch(model, checkpoint_path)
+        _warn(depth_mismatch(model, checkpoint_path))
         return model
     return create_model
 
 
-def _warn_depth_mismatch(model, checkpoint_path) -> None:
-    from timm_odevit.hub import depth_mismatch
-    warning = depth_mismatch(model, checkpoint_path)
+def _warn(warning: str) -> None:
     if warning:
         print(warning, file=sys.stderr)
 
 
 def checked_load_checkpoint(load):
     """validate.py's ``load_checkpoint`` (--checkpoint), which also warns when the config.json beside the weights
-    runs them at another depth than the model (:func:`timm_odevit.hub.depth_mismatch`)."""
+    runs them on another grid than the model (:func:`timm_odevit.hub.depth_mismatch`)."""
     def load_checkpoint(model, checkpoint_path, *args, **kwargs):
+        from timm_odevit.hub import depth_mismatch
         out = load(model, checkpoint_path, *args, **kwargs)
-        _warn_depth_mismatch(model, checkpoint_path)
+        _warn(depth_mismatch(model, checkpoint_path))
         return out
     return load_checkpoint
 
@@ -334,11 +323,13 @@ def record_train_time(output_dir: pathlib.Path, epoch: int) -> None:
     (Time spent in an epoch that a kill interrupted is not counted.)"""
     now = time.time()
     path = output_dir / 'train_time.json'
-    record = json.loads(path.read_text()) if path.is_file() else {'epochs': {}}
+    record = read_json(path) if path.is_file() else {'epochs': {}}
+    if not isinstance(record.get('epochs'), dict):
+        raise ValueError(f'{path} has no "epochs" table: restore it or move it away to start a new record')
     record['epochs'][str(epoch)] = round(now - _CLOCK['last'], 1)
     record['seconds'] = round(sum(record['epochs'].values()), 1)
     record['hardware'] = hardware()
-    path.write_text(json.dumps(record, indent=1))
+    write_atomic(path, json.dumps(record, indent=1))
     _CLOCK['last'] = now
 
 
@@ -348,6 +339,7 @@ def _continuous_summary(module) -> None:
     and saving its checkpoint repeats that epoch. Rows of the epochs being (re)run are dropped, and
     the header is written only into a new file."""
     import csv
+    import io
     from timm import utils
     update_summary = utils.update_summary
 
@@ -358,11 +350,12 @@ def _continuous_summary(module) -> None:
             with open(path, newline='') as f:
                 rows = list(csv.DictReader(f))
             kept = [r for r in rows if int(r['epoch']) < epoch]
-            if len(kept) < len(rows):
-                with open(path, 'w', newline='') as f:
-                    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                    writer.writeheader()
-                    writer.writerows(kept)
+            if len(kept) < len(rows):  # rewritten whole: an interruption leaves the old table, not its header only
+                text = io.StringIO()
+                writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(kept)
+                write_atomic(path, text.getvalue())
         update_summary(epoch, train_metrics, eval_metrics, filename, lr=lr, write_header=None, log_wandb=log_wandb)
         record_train_time(path.parent, epoch)
 
@@ -380,11 +373,12 @@ def _check_image_folder(rest: List[str], config_path: Optional[str] = None) -> N
     root = pathlib.Path(data_dir)
     split = root / split_name
     search = split if split.is_dir() else root
-    exts = {'.png', '.jpg', '.jpeg', '.bmp', '.webp', '.gif', '.tif', '.tiff'}
+    exts = get_img_extensions(as_set=True)  # those timm's ImageFolder reader reads
     if not root.exists():
         raise SystemExit(f'error: --data-dir {root} does not exist')
     if not any(p.suffix.lower() in exts for p in search.rglob('*')):
-        raise SystemExit(f'error: no images under {search} (expected an ImageFolder: {search}/<class>/<image>)')
+        raise SystemExit(f'error: no images under {search}: expected an ImageFolder {search}/<class>/<image> with '
+                         f'{", ".join(sorted(exts))} images')
 
 
 def _option(rest: List[str], flag: str, config_path: Optional[str], aliases: tuple = ()):

@@ -4,27 +4,13 @@ A file is written to a temporary file in its own folder and renamed over the tar
 swapped whole: the old one is renamed to a backup beside it, the new one into place, then the backup is deleted.
 :func:`recover` finishes or undoes a swap that was cut between those steps; the tools call it before anything else.
 """
-import os
 import pathlib
 import shutil
-import uuid
-from typing import Optional, Union
+from typing import Optional
+
+from timm_odevit._checks import write_atomic  # noqa: F401 (the tools' one way to write a file)
 
 PACKAGED = ('model.safetensors', 'config.json')  # the package's copy of a release: its weights and their config
-
-
-def write_atomic(path, data: Union[str, bytes]) -> None:
-    """``path`` holds ``data`` afterwards, or what it held before: never a part of it."""
-    path = pathlib.Path(path)
-    tmp = path.with_name(f'.{path.name}.{uuid.uuid4().hex[:8]}.tmp')
-    try:
-        with open(tmp, 'xb') as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def backup_of(folder: pathlib.Path) -> pathlib.Path:

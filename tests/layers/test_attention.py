@@ -55,3 +55,15 @@ def test_bad_attention_arguments():
         ODEAttention(16, 2, attn_type='linear')
     with pytest.raises(ValueError, match='divisible'):
         ODEAttention(10, 3)
+
+
+def test_softmax_attention_is_timms_and_the_released_weights_load_strictly():
+    import pathlib
+    import timm
+    from safetensors.torch import load_file
+    attn = ODEAttention(16, 2)
+    assert isinstance(attn, timm.layers.Attention) and set(attn.state_dict()) == {'qkv.weight', 'proj.weight'}
+    assert set(ODEAttention(16, 2, attn_type='l2').state_dict()) == {'qk.weight', 'v.weight', 'proj.weight'}
+    release = pathlib.Path(__file__).resolve().parents[2] / 'release' / 'odevit_tiny_cifar.c10' / 'model.safetensors'
+    if release.is_file():
+        timm.create_model('odevit_tiny_cifar', steps=6).load_state_dict(load_file(str(release)), strict=True)

@@ -1,15 +1,13 @@
 """ContinuousDepthStack: one shared field over L intervals, seen by timm as a sequence of blocks."""
 import copy
 
-import numpy as np
 import pytest
 import torch
+import torchdiffeq
 from timm.models.vision_transformer import Block
 
-from timm_odevit.layers import (
-    METHODS, RUNGE_KUTTA_METHODS, BlockField, ContinuousDepthStack, DepthInterval, ODEViTField, Recurrence,
-    SolverConfig,
-)
+from timm_odevit.layers import BlockField, ContinuousDepthStack, DepthInterval, ODEViTField, SolverConfig
+from timm_odevit.layers.solver import ADAMS_METHODS, METHODS
 
 
 def _stack(method='euler', steps=4, t_end=1.0, dim=16, **kw):
@@ -23,29 +21,37 @@ def _x(dim=16):
     return torch.randn(2, 5, dim, dtype=torch.float64)
 
 
-@pytest.mark.parametrize('method', METHODS)
-def test_stepping_through_the_intervals_is_the_one_call_integration(method):
-    # Runge–Kutta grids: exactly the one-call states. Adams / adaptive: each interval restarts the solver on
-    # [t_i, t_{i+1}] (documented), so the states agree within tolerance, and the counted evaluations add up
+@pytest.mark.parametrize('method', [m for m in METHODS if m != 'recurrence'])
+def test_the_intervals_are_the_methods_own_solution_at_the_grid_points(method):
+    """Interval by interval (hooks, forward_intermediates) and stack(x) give the states of one torchdiffeq solve to
+    every grid point: Runge–Kutta steps (ours) or one odeint call carrying the Adams history / adaptive step size."""
     stack, x = _stack(method), _x()
-    exact = method in RUNGE_KUTTA_METHODS
-    if stack.solver.is_adaptive:
-        stack.set_solver(rtol=1e-7, atol=1e-9)
+    tol = dict(rtol=stack.solver.rtol, atol=stack.solver.atol)
     with torch.no_grad():
         states = stack.trajectory(x, list(range(4)))
         nfe = stack.nfe
-        z, restarted, evals = x, x, 0
+        expected = torchdiffeq.odeint(stack.field, x, stack.solver.grid(dtype=torch.float64), method=method, **tol)
+        torch.testing.assert_close(states, expected[1:], rtol=1e-12, atol=1e-12)
+        z = x
         for i, interval in enumerate(stack):
             z = interval(z)
-            restarted = stack._integrate(restarted, [i + 1], start=i)[0][0] if not exact else z
-            evals += stack._evals if not exact else 0
-            if exact:
-                assert torch.equal(z, states[i]), i
-            else:
-                assert torch.equal(z, restarted), i
-                torch.testing.assert_close(z, states[i], rtol=0, atol=5e-3)  # Adams: h = 0.25, 4 restarts
-        assert stack.nfe == (nfe if exact else evals) and stack.nfe > 0
+            assert torch.equal(z, states[i]), i
+        assert stack.nfe == nfe > 0 and stack.__dict__['_walk'] is None
         assert torch.equal(stack(x), states[-1]) and stack.nfe == nfe
+
+
+@pytest.mark.parametrize('method', ADAMS_METHODS + ('dopri5',))
+def test_an_interval_given_another_state_starts_a_new_solve_there(method):
+    stack, x = _stack(method), _x()
+    with torch.no_grad():
+        full = stack.trajectory(x, [0, 1, 2, 3])
+        z = stack[1](stack[0](x) * 1.5)  # as a hook that returns a new state
+        restart = torchdiffeq.odeint(stack.field, full[0] * 1.5, stack.solver.grid(dtype=torch.float64)[1:],
+                                     method=method, rtol=1e-3, atol=1e-4)
+        torch.testing.assert_close(z, restart[1], rtol=1e-12, atol=1e-12)
+        assert stack.__dict__['_walk'] is not None  # the rest of that solve, until the walk ends
+        stack[3](stack[2](z))
+        assert stack.__dict__['_walk'] is None
 
 
 class RampField(torch.nn.Module):
@@ -116,37 +122,56 @@ def test_attention_masks_are_refused():
             call()
 
 
-def test_recurrence_is_block_applications():
+def test_the_recurrence_is_euler_with_h_1_on_the_state_subtracted_field():
     torch.manual_seed(0)
-    block = Block(16, 2).eval()
-    stack = ContinuousDepthStack(BlockField(block), Recurrence(5))
-    x = torch.randn(1, 4, 16)
+    block = Block(16, 2).eval().double()
+    stack = ContinuousDepthStack(BlockField(block), SolverConfig('recurrence', steps=5))
+    x = torch.randn(1, 4, 16, dtype=torch.float64)
     z = x
     with torch.no_grad():
         for i in range(5):
             z = block(z)
-            torch.testing.assert_close(stack[i](stack.trajectory(x, [i - 1])[0] if i else x), z)
-        assert torch.equal(stack(x), z) and stack.nfe == 5 and stack.is_recurrent
-    stack.set_iterations(7)
+            torch.testing.assert_close(stack[i](stack.trajectory(x, [i - 1])[0] if i else x), z, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(stack(x), z, rtol=1e-12, atol=1e-12)
+        assert stack.nfe == 5
+        ode = ContinuousDepthStack(BlockField(block), SolverConfig('euler', steps=5, t_end=5.))
+        assert torch.equal(ode(x), stack(x))  # the same stepper, the same arithmetic
+    stack.set_solver(t_end=7.)
     assert len(stack) == 7 and stack.time_points().tolist() == list(range(1, 8))
-    with pytest.raises(ValueError, match="regime='ode'"):
-        stack.set_solver(steps=3)
-    stack.set_iterations(np.int64(6))  # NumPy integers are integers; the recurrence stores a Python int
-    assert len(stack) == 6 and type(stack.solver.iterations) is int
-    for bad in (0, True, 2.0, '3'):
-        with pytest.raises(ValueError, match='iterations must be an integer >= 1'):
-            Recurrence(bad)
-        with pytest.raises(ValueError, match='iterations must be an integer >= 1'):
-            stack.set_iterations(bad)
-    with pytest.raises(TypeError, match='BlockField'):
-        ContinuousDepthStack(ODEViTField(16, 2), Recurrence(3))
+    stack.set_solver(steps=6)
+    assert len(stack) == 6 and stack.solver.t_end == 6.
+
+
+def test_a_grid_change_keeps_the_intervals_and_their_hooks():
+    stack, x = _stack(steps=4), _x()
+    seen = []
+    first, second = stack[0], stack[1]
+    stack[1].register_forward_hook(lambda m, i, out: seen.append(m.index))
+    stack.set_solver(steps=6)
+    assert stack[0] is first and stack[1] is second and len(list(stack.children())) == 6
+    stack.set_solver(steps=3)
+    removed = stack[2]
+    stack.set_solver(steps=2)
+    with torch.no_grad():
+        stack(x)
+    assert seen == [1]
+    with pytest.raises(ValueError, match='intervals 1 carry hooks and a grid of 1 intervals would remove them: '
+                                         'remove their hooks first, or keep at least 2 intervals'):
+        stack.set_solver(steps=1)
+    with pytest.raises(RuntimeError, match='interval 2 was removed by a grid change to 2 intervals'):
+        removed(x)
+
+
+def test_a_solver_must_be_a_solver_config():
+    with pytest.raises(TypeError, match='solver must be a SolverConfig, got dict'):
+        ContinuousDepthStack(ODEViTField(16, 2), dict(method='euler'))
 
 
 @pytest.mark.parametrize('recurrent', [False, True])
 def test_grad_checkpointing_recomputes_field_evaluations_with_the_same_gradients(recurrent):
     torch.manual_seed(0)
     field = BlockField(Block(16, 2)).double()
-    stack = ContinuousDepthStack(field, Recurrence(3) if recurrent else SolverConfig('explicit_adams', steps=3))
+    stack = ContinuousDepthStack(field, SolverConfig('recurrence' if recurrent else 'explicit_adams', steps=3))
     x = torch.randn(2, 4, 16, dtype=torch.float64)
     grads = []
     for enable in (False, True):
@@ -161,10 +186,10 @@ def test_grad_checkpointing_recomputes_field_evaluations_with_the_same_gradients
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_nothing_is_kept_between_calls_and_states_own_their_storage():
-    stack, x = _stack(), _x().requires_grad_()
-    z = stack[0](x)
-    assert z.untyped_storage().nbytes() == z.numel() * z.element_size()  # not a view into a whole trajectory
+@pytest.mark.parametrize('method', ['euler', 'explicit_adams'])
+def test_nothing_is_kept_between_calls(method):
+    stack, x = _stack(method), _x().requires_grad_()
+    stack(x)
     tensors = [k for k, v in vars(stack).items() if isinstance(v, torch.Tensor) or
                (isinstance(v, (list, tuple)) and any(isinstance(e, torch.Tensor) for e in v))]
     assert tensors == []

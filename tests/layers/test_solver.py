@@ -4,9 +4,11 @@ import pytest
 import torch
 from torch import nn
 
-from timm_odevit.layers import ODEBlock, ODEViTField, SolverConfig
+import torchdiffeq
+
+from timm_odevit.layers import ContinuousDepthStack, ODEViTField, SolverConfig
 from timm_odevit.layers.solver import (
-    ADAMS_METHODS, ADAPTIVE_METHODS, MAX_STEPS, METHODS, RUNGE_KUTTA_METHODS, solve, solver_options)
+    ADAMS_METHODS, ADAPTIVE_METHODS, MAX_STEPS, METHODS, OPTIONS, RUNGE_KUTTA_METHODS, TABLEAUS, rk_step)
 
 
 def _field(dim=16, heads=2, **kw):
@@ -50,7 +52,7 @@ def test_switches_must_be_real_booleans(name, value):
     with pytest.raises(TypeError, match=f'{name} must be True or False'):
         SolverConfig(**{name: value})
     with pytest.raises(TypeError, match=f'{name} must be True or False'):
-        ODEBlock(_field()).set_solver(**{name: value})
+        ContinuousDepthStack(_field()).set_solver(**{name: value})
 
 
 @pytest.mark.parametrize('name', ['rtol', 'atol', 't_end', 'step_size'])
@@ -70,16 +72,18 @@ def test_tolerances_and_lengths_must_be_numbers(name, value):
 
 
 def test_unknown_torchdiffeq_option_is_an_error_listing_the_valid_ones():
-    with pytest.raises(ValueError, match=r"\['max_num_step'\] are not options of 'dopri5'.*max_num_steps"):
+    with pytest.raises(ValueError, match=r"\['max_num_step'\] are not options of 'dopri5': its options .*max_num_steps"):
         SolverConfig(method='dopri5', options={'max_num_step': 10})
-    with pytest.raises(ValueError, match=r"not options of 'euler'; its options are interp, perturb"):
+    with pytest.raises(ValueError, match=r"not options of 'euler': its options are none"):
         SolverConfig(method='euler', options={'max_num_steps': 10})  # an adaptive-only option
     with pytest.raises(ValueError, match='not options of'):
-        ODEBlock(_field()).set_solver(method='rk4', options={'first_step': 0.1})
+        ContinuousDepthStack(_field()).set_solver(method='rk4', options={'first_step': 0.1})
     assert SolverConfig(method='dopri5', options={'max_num_steps': 10}).options == {'max_num_steps': 10}
-    assert 'max_order' in solver_options('implicit_adams') and 'dtype' in solver_options('bosh3')
-    with pytest.raises(ValueError, match='set by SolverConfig'):
+    assert 'max_order' in OPTIONS['implicit_adams'] and 'dtype' in OPTIONS['bosh3']
+    with pytest.raises(ValueError, match='rtol and atol are SolverConfig fields'):
         SolverConfig(method='dopri5', options={'rtol': 1e-5})
+    with pytest.raises(TypeError, match='options must be a dict'):
+        SolverConfig(options=[('max_order', 2)])
 
 
 def test_steps_and_step_size_together_must_agree():
@@ -87,24 +91,24 @@ def test_steps_and_step_size_together_must_agree():
         SolverConfig(steps=12, step_size=0.25)
     assert SolverConfig(steps=4, step_size=0.25).steps == 4  # the same grid: nothing to choose between
     with pytest.raises(ValueError, match='disagree'):
-        ODEBlock(_field()).set_solver(steps=12, step_size=0.25)
+        ContinuousDepthStack(_field()).set_solver(steps=12, step_size=0.25)
 
 
 def test_grids_above_the_step_cap_are_refused():
-    words = r'1000000000 grid steps.*exceed max_steps=10000.*adaptive method.*raise max_steps'
+    words = r'1000000000 grid steps.*exceed max_steps=10000: use fewer steps, an adaptive method.*raise max_steps'
     with pytest.raises(ValueError, match=words):
         SolverConfig(step_size=1e-9)
     with pytest.raises(ValueError, match='exceed max_steps'):
         SolverConfig(steps=MAX_STEPS + 1)
     with pytest.raises(ValueError, match='exceed max_steps'):
-        ODEBlock(_field()).set_solver(t_end=1e6)  # same step length over a far longer horizon
+        ContinuousDepthStack(_field()).set_solver(t_end=1e6)  # same step length over a far longer horizon
     assert SolverConfig(steps=MAX_STEPS).steps == MAX_STEPS
     assert SolverConfig(steps=20_000, max_steps=20_000).steps == 20_000
 
 
 def test_unknown_setting_in_set_solver():
     with pytest.raises(TypeError, match=r"unknown solver setting\(s\) \['stpes'\]; valid: method, steps"):
-        ODEBlock(_field()).set_solver(stpes=4)
+        ContinuousDepthStack(_field()).set_solver(stpes=4)
 
 
 def test_model_kwargs_are_validated_too():
@@ -133,8 +137,19 @@ def test_bad_tolerances_and_horizon():
         SolverConfig(t_end=-1.)
     with pytest.raises(ValueError, match='step_size'):
         SolverConfig(step_size=0.)
-    with pytest.raises(ValueError, match='set by SolverConfig'):
+    with pytest.raises(ValueError, match='SolverConfig fields'):
         SolverConfig(options={'step_size': 0.1})
+
+
+def test_the_recurrence_is_euler_with_h_1():
+    """'recurrence': Euler's table with one step per unit of time, so its horizon follows its steps."""
+    assert TABLEAUS['recurrence'] == TABLEAUS['euler'] and RUNGE_KUTTA_METHODS['recurrence'] == 1
+    cfg = SolverConfig('recurrence', steps=5)
+    assert cfg.h == 1. and cfg.t_end == 5. and cfg.unit == 'iteration' and SolverConfig().unit == 't'
+    assert cfg.replace(steps=8).t_end == 8. and cfg.replace(t_end=3.).steps == 3
+    assert cfg.replace(method='euler') == SolverConfig('euler', steps=5, t_end=5.)  # the same grid, as an ODE
+    with pytest.raises(ValueError, match='the recurrence steps by h = 1, got step_size=0.5: set its iterations'):
+        cfg.replace(step_size=0.5)
 
 
 def test_step_size_sets_the_number_of_steps():
@@ -146,11 +161,36 @@ def test_step_size_sets_the_number_of_steps():
 
 
 # ---- math -------------------------------------------------------------------------------------------
+class TimedField(nn.Module):
+    """A nonlinear, non-autonomous field: dx/dt = tanh(x A) + cos(t)."""
+
+    def __init__(self, dim=4):
+        super().__init__()
+        self.A = nn.Parameter(torch.randn(dim, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, t, x):
+        return torch.tanh(x @ self.A) + torch.cos(t)
+
+
+@pytest.mark.parametrize('method', ['euler', 'midpoint', 'heun2', 'heun3', 'rk4'])
+def test_butcher_tables_are_torchdiffeqs_methods(method):
+    """Our stepping = torchdiffeq.odeint with the method of the same name (rk4: the 3/8 rule) on the same grid."""
+    field, x0 = TimedField(), torch.randn(3, 4, dtype=torch.float64)
+    stack = ContinuousDepthStack(field, SolverConfig(method, steps=5, t_end=2.))
+    with torch.no_grad():
+        ours = stack.trajectory(x0, list(range(5)))
+        theirs = torchdiffeq.odeint(field, x0, stack.solver.grid(dtype=torch.float64), method=method)[1:]
+        torch.testing.assert_close(ours, theirs, rtol=1e-13, atol=1e-13)
+        one = rk_step(lambda t, x: field(torch.tensor(t, dtype=torch.float64), x), 0.4, 0.4, x0, method)  # t = 0.4
+        torch.testing.assert_close(one, torchdiffeq.odeint(field, x0, torch.tensor([.4, .8], dtype=torch.float64),
+                                                           method=method)[1], rtol=1e-13, atol=1e-13)
+
+
 def test_euler_equals_hand_written_updates():
     field = _field().double()
     x0 = torch.randn(2, 5, 16, dtype=torch.float64)
     N = 7
-    out = solve(field, x0, SolverConfig(method='euler', steps=N), [N])[-1]
+    out = ContinuousDepthStack(field, SolverConfig(method='euler', steps=N))(x0)
     x, h = x0, 1 / N
     for k in range(N):
         x = x + h * field(torch.tensor(k * h), x)
@@ -160,7 +200,7 @@ def test_euler_equals_hand_written_updates():
 def test_trajectory_states_are_the_euler_iterates():
     field = _field().double()
     x0 = torch.randn(1, 4, 16, dtype=torch.float64)
-    states = solve(field, x0, SolverConfig(steps=5), [1, 3, 5])
+    states = ContinuousDepthStack(field, SolverConfig(steps=5)).trajectory(x0, [0, 2, 4])
     x, expected = x0, []
     for k in range(5):
         x = x + 0.2 * field(None, x)
@@ -183,7 +223,7 @@ class CountingField(nn.Module):
 @pytest.mark.parametrize('method', METHODS)
 def test_nfe_is_the_number_of_real_field_calls(method):
     counter = CountingField(_field())
-    block = ODEBlock(counter, SolverConfig(method=method, steps=6))
+    block = ContinuousDepthStack(counter, SolverConfig(method=method, steps=6))
     x = torch.randn(1, 3, 16)
     for steps, grad in ((6, False), (12, False), (12, True)):
         block.set_solver(steps=steps)
@@ -201,7 +241,7 @@ def test_only_runge_kutta_methods_have_a_fixed_count_per_step():
     counter = CountingField(_field())
     x = torch.randn(1, 3, 16)
     for method in ADAMS_METHODS:
-        block = ODEBlock(counter, SolverConfig(method=method, steps=12))
+        block = ContinuousDepthStack(counter, SolverConfig(method=method, steps=12))
         assert block.solver.evals_per_step is None and block.solver.exact_evals(12) is None
         counter.calls = 0
         with torch.no_grad():
@@ -220,7 +260,7 @@ def test_adaptive_solver_respects_tolerance(method):
     exact = x0 @ torch.linalg.matrix_exp(A).T
     errors, nfes = [], []
     for tol in (1e-3, 1e-8):
-        block = ODEBlock(field, SolverConfig(method=method, rtol=tol, atol=tol, steps=1))
+        block = ContinuousDepthStack(field, SolverConfig(method=method, rtol=tol, atol=tol, steps=1))
         with torch.no_grad():
             out = block(x0)
         errors.append((out - exact).abs().max().item())
@@ -238,8 +278,8 @@ def test_fixed_grid_converges_at_its_order():
     exact = x0 @ torch.linalg.matrix_exp(A).T
     for method, order in (('euler', 1), ('midpoint', 2), ('rk4', 4)):
         with torch.no_grad():
-            e1 = (solve(field, x0, SolverConfig(method=method, steps=16), [16])[-1] - exact).norm().item()
-            e2 = (solve(field, x0, SolverConfig(method=method, steps=32), [32])[-1] - exact).norm().item()
+            e1 = (ContinuousDepthStack(field, SolverConfig(method=method, steps=16))(x0) - exact).norm().item()
+            e2 = (ContinuousDepthStack(field, SolverConfig(method=method, steps=32))(x0) - exact).norm().item()
         assert abs(math.log2(e1 / e2) - order) < 0.3, method
 
 
@@ -248,7 +288,7 @@ def test_adjoint_and_direct_backprop_agree():
     x0 = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
     grads = []
     for adjoint in (False, True):
-        block = ODEBlock(field, SolverConfig(method='dopri5', rtol=1e-9, atol=1e-9, adjoint=adjoint))
+        block = ContinuousDepthStack(field, SolverConfig(method='dopri5', rtol=1e-9, atol=1e-9, adjoint=adjoint))
         field.zero_grad()
         x0.grad = None
         block(x0).pow(2).sum().backward()
@@ -263,7 +303,7 @@ def test_adjoint_on_a_fixed_grid_runs_backwards_on_the_same_step():
     grads = []
     for adjoint in (False, True):
         x0.grad = None
-        block = ODEBlock(field, SolverConfig(method='rk4', steps=32, adjoint=adjoint))
+        block = ContinuousDepthStack(field, SolverConfig(method='rk4', steps=32, adjoint=adjoint))
         block(x0).sum().backward()
         grads.append(x0.grad.clone())
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-7)
@@ -277,27 +317,27 @@ class ExplodingField(nn.Module):
 
 @pytest.mark.parametrize('method', ['euler', 'rk4'])
 def test_blow_up_raises_with_solver_settings(method):
-    block = ODEBlock(ExplodingField(), SolverConfig(method=method, steps=12))
+    block = ContinuousDepthStack(ExplodingField(), SolverConfig(method=method, steps=12))
     with pytest.raises(FloatingPointError, match=f"non-finite.*method='{method}'.*steps=12"):
         block(torch.ones(1, 2, 4))
 
 
 def test_blow_up_in_adaptive_solver_raises():
-    block = ODEBlock(ExplodingField(), SolverConfig(method='dopri5'))
+    block = ContinuousDepthStack(ExplodingField(), SolverConfig(method='dopri5'))
     with pytest.raises(FloatingPointError, match="method='dopri5'"):
         block(torch.ones(1, 2, 4))
 
 
 def test_check_finite_opt_out_returns_the_state():
-    block = ODEBlock(ExplodingField(), SolverConfig(steps=12, check_finite=False))
+    block = ContinuousDepthStack(ExplodingField(), SolverConfig(steps=12, check_finite=False))
     assert not torch.isfinite(block(torch.ones(1, 2, 4))).all()
 
 
 def test_bad_indices():
-    with pytest.raises(ValueError, match='indices'):
-        solve(_field(), torch.randn(1, 2, 16), SolverConfig(steps=4), [5])
-    with pytest.raises(ValueError, match='indices'):
-        solve(_field(), torch.randn(1, 2, 16), SolverConfig(steps=4), [3, 2])
+    stack = ContinuousDepthStack(_field(), SolverConfig(steps=4))
+    for indices in ([4], [3, 2], [], [-1]):
+        with pytest.raises(ValueError, match=r'indices must increase within 0\.\.3'):
+            stack.trajectory(torch.randn(1, 2, 16), indices)
 
 
 @pytest.mark.parametrize('config', [SolverConfig(steps=4), SolverConfig(method='dopri5', steps=4),
@@ -306,29 +346,29 @@ def test_bad_indices():
 def test_an_empty_batch_integrates_to_an_empty_batch(config):
     """timm's ViT takes a batch of 0 images; so must every solver (an adaptive one's step-size control divided
     by the zero-size error norm and reported 'underflow in dt')."""
-    field = _field()
-    out = solve(field, torch.randn(0, 3, 16), config, [2, 4], adjoint_params=tuple(field.parameters()))
+    out = ContinuousDepthStack(_field(), config).trajectory(torch.randn(0, 3, 16), [1, 3])
     assert out.shape == (2, 0, 3, 16)
 
 
 def test_meta_tensors_keep_shape():
     x0 = torch.empty(2, 5, 16, device='meta')
     field = ODEViTField(16, 2, device='meta')
-    out = solve(field, x0, SolverConfig(steps=4), [2, 4])
-    assert out.shape == (2, 2, 5, 16) and out.is_meta
+    for config in (SolverConfig(steps=4), SolverConfig('dopri5', steps=4)):
+        out = ContinuousDepthStack(field, config).trajectory(x0, [1, 3])
+        assert out.shape == (2, 2, 5, 16) and out.is_meta
 
 
 def test_fixed_grid_forward_stops_recompiling():
-    # the NFE bookkeeping must not change Python state dynamo guards on: a counter bumped inside the
-    # field recompiled the step for every evaluation until the recompile limit (8), then ran eager
+    # the NFE bookkeeping must not change Python state dynamo guards on (a counter bumped inside the field
+    # recompiled for every evaluation until the recompile limit)
     import torch._dynamo
     torch._dynamo.reset()
-    block = ODEBlock(_field(), SolverConfig(method='euler', steps=12))
+    block = ContinuousDepthStack(_field(), SolverConfig(method='euler', steps=12))
     compiled = torch.compile(block, backend='eager')
     x = torch.randn(1, 3, 16)
     expected = block(x)
     with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-        compiled(x)  # warm-up: torchdiffeq's step function compiles for y0 without and with requires_grad
+        compiled(x)  # warm-up
         with torch._dynamo.config.patch(error_on_recompile=True):
             for _ in range(3):
                 torch.testing.assert_close(compiled(x), expected)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from timm.models.vision_transformer import Block
 
-from timm_odevit.layers import BlockField, ContinuousDepthStack, ODEViTField, Recurrence, SolverConfig
+from timm_odevit.layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig
 
 
 def _stack(steps=4, method='euler', **solver):
@@ -84,7 +84,7 @@ def test_grad_checkpointing_gives_the_same_gradients_at_the_drawn_depth():
 def test_recurrence_draws_iterations():
     torch.manual_seed(0)
     block = Block(16, 2).eval()
-    stack = ContinuousDepthStack(BlockField(block), Recurrence(4))
+    stack = ContinuousDepthStack(BlockField(block), SolverConfig('recurrence', steps=4))
     stack.set_train_depth((2, 6))
     x = torch.randn(1, 3, 16)
     torch.manual_seed(2)
@@ -95,7 +95,8 @@ def test_recurrence_draws_iterations():
         z = x
         for _ in range(depth):
             z = block(z)
-    assert torch.equal(out, z) and stack.nfe == depth
+    torch.testing.assert_close(out, z)
+    assert stack.nfe == depth
     assert len(stack) == 4  # the configured depth is untouched
 
 
@@ -139,7 +140,8 @@ def test_a_forward_that_steps_through_hooked_intervals_is_refused_in_training():
     stack, x = _stack(), _x()
     stack.set_train_depth((2, 3))
     handle = stack[1].register_forward_hook(lambda *a: None)
-    with pytest.raises(ValueError, match='interval 0 .a hook on it'):
+    with pytest.raises(ValueError, match=r'but intervals 1 carry hooks on the configured grid .*: read intervals .* '
+                                         'in eval mode'):
         stack.train()(x)
     stack.eval()(x)  # eval: the configured grid, hooks fire as ever
     handle.remove()
@@ -180,3 +182,26 @@ def test_a_grid_changed_in_eval_mode_reads_intervals_without_the_training_refusa
     for interval in stack:
         out = interval(out)
     torch.testing.assert_close(out, stack(x))
+
+
+def test_torch_compile_compiles_one_graph_per_drawn_depth():
+    """Inductor on CPU: the drawn depth is a Python int outside the graph, each depth its own graph."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    stack = ContinuousDepthStack(ODEViTField(8, 2, mlp_ratio=1., depth_scale=2.), SolverConfig(steps=2)).train()
+    stack.set_train_depth((2, 3))
+    compiled = torch.compile(stack, backend='inductor')
+    x = torch.randn(1, 3, 8)
+    seen = {}
+    for seed in range(8):
+        torch.manual_seed(seed)
+        out = compiled(x)
+        depth = stack.nfe
+        torch.manual_seed(seed)
+        torch.testing.assert_close(out, stack(x), rtol=1e-5, atol=1e-5)
+        seen[depth] = out
+    assert set(seen) == {2, 3}
+    out.sum().backward()
+    assert all(p.grad is not None for p in stack.field.parameters() if p.requires_grad)
+    torch._dynamo.reset()

@@ -30,11 +30,12 @@ def test_size_and_logits(recurrent):
 
 def test_euler_h1_state_subtracted_is_the_recurrence(recurrent):
     ref = recurrent.double()
+    assert ref.blocks.solver.method == 'recurrence' and ref.solver is None and ref.regime == 'recurrent'
     x = torch.randn(2, 3, 32, 32, dtype=torch.float64)
     expected = ref(x)
     ode = _as(dict(regime='ode', field='state_subtracted', solver='euler'), ref)
-    assert ode.solver.h == 1.0 and ode.solver.steps == 12
-    torch.testing.assert_close(ode(x), expected, rtol=1e-10, atol=1e-10)
+    assert ode.solver.h == 1.0 and ode.solver.steps == 12 and ode.regime == 'ode'
+    assert torch.equal(ode(x), expected)  # one stepper: the same arithmetic
     naive = _as(dict(regime='ode', field='naive', solver='euler'), ref)
     assert (naive.forward_features(x) - ref.forward_features(x)).abs().max() > 1e-2
     recurrent.float()
@@ -148,10 +149,11 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match='Unknown ODE solver'):
         timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk45')
     model = timm.create_model('bvit_tiny_cifar')
-    with pytest.raises(ValueError, match='iterations'):
-        model.set_iterations(0)
-    with pytest.raises(ValueError, match="regime='ode'"):
-        model.set_solver(steps=4)
+    for bad in (0, True, 2.0, '3'):
+        with pytest.raises(ValueError, match='iterations must be an integer >= 1'):
+            model.set_iterations(bad)
+    with pytest.raises(ValueError, match='the recurrence steps by h = 1, got step_size=0.5: set its iterations'):
+        model.set_solver(step_size=0.5)
     with pytest.raises(ValueError, match='3 input channels'):
         model(torch.randn(1, 4, 32, 32))
     with pytest.raises(TypeError):
@@ -183,3 +185,54 @@ def test_matched_baselines(size):
     vit_blocks = sum(p.numel() for p in params_vit.blocks.parameters())
     assert abs(vit_blocks / bvit_blocks - 1) < 0.02
     assert len(flops_vit.blocks) == 12 and flops_vit.embed_dim == bvit.embed_dim
+
+
+def test_the_regime_follows_the_solver_and_the_model_args_record_it():
+    """set_solver(method=...) on a recurrent bViT integrates the same block as an ODE (and back): the regime is
+    read off the method, and the model args save_for_hf exports rebuild that model."""
+    model = timm.create_model('bvit_tiny_cifar').eval()
+    model.set_iterations(6)
+    assert model.iterations == 6 and model.nfe == 0 and model._model_args['iterations'] == 6
+    model.set_solver(steps=8)  # the recurrence's steps are its iterations
+    assert model.iterations == 8 and model.regime == 'recurrent' and 'solver' not in model._model_args
+    model.set_solver(method='rk4', steps=2)
+    assert model.regime == 'ode' and model.solver.h == 4.
+    args = model._model_args
+    assert (args['regime'], args['solver'], args['steps'], args['iterations']) == ('ode', 'rk4', 2, 8)
+    rebuilt = timm.create_model('bvit_tiny_cifar', **{k: v for k, v in args.items() if k != 'num_classes'})
+    assert rebuilt.blocks.solver == model.blocks.solver
+    model.set_solver(method='recurrence')
+    assert model.regime == 'recurrent' and model.iterations == 2 and 'solver' not in model._model_args
+
+
+def test_adams_intermediates_end_where_forward_features_does():
+    """A multistep method integrates in one call to every grid point, so forward_intermediates (interval by interval)
+    ends exactly where forward_features does (each interval restarting the solver missed by 2-3 %)."""
+    torch.manual_seed(0)
+    model = timm.create_model('bvit_tiny_cifar', regime='ode', solver='explicit_adams', steps=12).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        features = model.forward_features(x)
+        nfe = model.nfe
+        final, states = model.forward_intermediates(x, output_fmt='NLC', norm=True)
+    assert torch.equal(final, features) and model.nfe == nfe
+    assert torch.equal(states[-1], features[:, model.num_prefix_tokens:])
+
+
+@pytest.mark.parametrize('name', ['bvit_tiny_cifar', 'odevit_tiny_cifar'])
+def test_a_default_forward_reads_the_device_once(name, monkeypatch):
+    """The finiteness check of the final state and the logits is one host read (one device sync on a GPU)."""
+    model = timm.create_model(name).eval()
+    reads = []
+    for attr in ('__bool__', 'item', 'tolist', 'cpu'):
+        original = getattr(torch.Tensor, attr)
+        monkeypatch.setattr(torch.Tensor, attr, lambda self, *a, _o=original, _n=attr, **k: reads.append(_n) or _o(
+            self, *a, **k))
+    with torch.no_grad():
+        model(torch.randn(2, 3, 32, 32))
+    assert reads == ['__bool__']
+    model.set_solver(check_finite=False)
+    reads.clear()
+    with torch.no_grad():
+        model(torch.randn(2, 3, 32, 32))
+    assert reads == []

@@ -187,7 +187,8 @@ def test_a_checkpoint_of_something_else_names_the_file(tmp_path):
 
 
 @pytest.mark.parametrize('text,words,timm_error', [('{bad', 'JSONDecodeError', json.JSONDecodeError),
-                                                    ('{"num_classes": 10}', "KeyError: 'architecture'", KeyError)])
+                                                    ('{"num_classes": 10}', '"architecture" must be a JSON str',
+                                                     KeyError)])
 def test_malformed_config_names_the_file(saved, tmp_path, text, words, timm_error):
     """timm's local-dir: loader keeps its own error (the package does not patch timm); the package's
     own checks (hub.read_config, used by verify_folder and the CLIs) name the file."""
@@ -195,7 +196,7 @@ def test_malformed_config_names_the_file(saved, tmp_path, text, words, timm_erro
     folder = _variant(saved, tmp_path, config_text=text)
     with pytest.raises(timm_error):
         timm.create_model(f'local-dir:{folder}', pretrained=True)
-    with pytest.raises(ValueError, match='is not a valid timm config.json') as err:
+    with pytest.raises(ValueError, match='cannot read|is not a valid timm config.json') as err:
         read_config(folder)
     assert str(folder / 'config.json') in str(err.value) and words in str(err.value)
 
@@ -236,9 +237,8 @@ def test_fine_tuning_with_another_global_pool(name, gp, caplog):
         assert torch.equal(model.blocks.field.state_dict()[key], value), key
     assert f"global_pool='{gp}' differs from the pretrained weights" in caplog.text
     assert model.eval()(X).shape == (X.shape[0], 100)
-    with pytest.raises(ValueError, match='another global_pool') as err:
+    with pytest.raises(ValueError, match=f"trained with global_pool='token', not '{gp}'"):
         timm.create_model(name, pretrained=True, global_pool=gp)
-    assert 'Re-download' not in str(err.value)
 
 
 @pytest.mark.parametrize('name,kwargs', [('odevit_tiny_cifar', {'img_size': 48}), ('bvit_tiny_cifar', {'in_chans': 1}),

@@ -154,7 +154,7 @@ def test_teacher_checkpoint_missing_or_of_another_architecture(tmp_path):
         load_teacher('vit_tiny_patch16_224', str(tmp_path / 'nope.pth'))
     path = tmp_path / 'teacher.pth'
     torch.save(_teacher().state_dict(), path)  # depth 4
-    with pytest.raises(ValueError, match='does not fit architecture'):
+    with pytest.raises(ValueError, match='does not match'):
         load_teacher('vit_small_patch16_224', str(path))
     with pytest.raises(ValueError, match='missing keys'):
         load_teacher('vit_tiny_patch16_224', str(path))  # 12-block architecture, 4-block checkpoint

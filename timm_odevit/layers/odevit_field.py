@@ -1,23 +1,16 @@
 """The ODE-ViT vector field ψ: one shared parallel attention + MLP block."""
 import math
-import numbers
 
 import torch
 from torch import nn
 from timm.layers import DropPath, Mlp
 
+from .._checks import is_real
 from .attention import ODEAttention
 from .center_norm import CenterNorm
 
-FIELD_NORMS = ('center', 'layer')
-
-
-def _field_norm(kind: str, dim: int, **dd) -> nn.Module:
-    if kind == 'center':
-        return CenterNorm(dim, **dd)
-    if kind == 'layer':
-        return nn.LayerNorm(dim, **dd)
-    raise ValueError(f'Unknown field norm {kind!r}; choose one of {FIELD_NORMS}')
+_NORMS = {'center': CenterNorm, 'layer': nn.LayerNorm}
+FIELD_NORMS = tuple(_NORMS)
 
 
 class TimeEmbedding(nn.Module):
@@ -84,16 +77,17 @@ class ODEViTField(nn.Module):
     ):
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
-        if isinstance(depth_scale, bool) or not isinstance(depth_scale, numbers.Real) or not (
-                math.isfinite(depth_scale) and depth_scale > 0):
+        if not is_real(depth_scale) or not (math.isfinite(depth_scale) and depth_scale > 0):
             raise ValueError(f'depth_scale must be a finite number > 0, got {depth_scale!r}')
+        if norm not in _NORMS:
+            raise ValueError(f'Unknown field norm {norm!r}: choose one of {FIELD_NORMS}')
         self.depth_scale = float(depth_scale)
         self.time_embed = TimeEmbedding(dim, **dd) if time_conditioned else None
-        self.norm_attn = _field_norm(norm, dim, **dd)
+        self.norm_attn = _NORMS[norm](dim, **dd)
         self.attn = ODEAttention(
             dim, num_heads, attn_type=attn_type, qkv_bias=bias, proj_bias=bias,
             attn_drop=attn_drop, proj_drop=proj_drop, **dd)
-        self.norm_mlp = _field_norm(norm, dim, **dd)
+        self.norm_mlp = _NORMS[norm](dim, **dd)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, bias=bias, drop=proj_drop, **dd)
         self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()
 

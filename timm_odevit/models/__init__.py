@@ -1,5 +1,5 @@
 """Model families; importing this package registers every model with timm."""
-from ._common import ContinuousDepthViT, checkpoint_filter_fn, embed_tokens, upgrade_state_dict
+from ._common import ContinuousDepthViT, checkpoint_filter_fn, embed_tokens
 from .bvit import BViT
 from . import baselines  # noqa: F401  (discrete ViTs matched to ODE-ViT)
 from .odeified import odeify

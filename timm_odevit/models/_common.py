@@ -1,21 +1,20 @@
 """What the model families share on top of timm's ``VisionTransformer``: the base class whose
 ``blocks`` is a :class:`ContinuousDepthStack`, input checks, checkpoint filtering, CIFAR cfgs."""
 import contextlib
+import inspect
 import logging
 import math
 import pathlib
-import re
-import traceback
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 from timm.layers import PatchEmbed, register_notrace_function, resample_abs_pos_embed, to_2tuple
+from timm.models import clean_state_dict
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn as vit_checkpoint_filter_fn
 
-from .._checks import is_int, is_real
+from .._checks import is_int, is_real, read_json
 from ..layers import ContinuousDepthStack, SolverConfig
-from ..layers.solver import checks_enabled, is_non_finite
 
 _logger = logging.getLogger(__name__)
 
@@ -32,7 +31,8 @@ PACKAGED_WEIGHTS_DIR = pathlib.Path(__file__).resolve().parents[1] / 'weights'
 
 def packaged_weights(name: str) -> pathlib.Path:
     """Where the installed package keeps the released weights of ``name`` (``<model>.<tag>``): package data
-    ``timm_odevit/weights/<name>/model.safetensors``, a byte-for-byte copy of ``release/<name>/model.safetensors``."""
+    ``timm_odevit/weights/<name>/model.safetensors`` and the ``config.json`` beside it, byte-for-byte copies of
+    ``release/<name>/``."""
     return PACKAGED_WEIGHTS_DIR / name / 'model.safetensors'
 
 
@@ -103,39 +103,57 @@ def embed_tokens(model: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
 
 
 # ---- weights -------------------------------------------------------------------------------------
-def upgrade_state_dict(state: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Parameter names of earlier releases -> today's: the depth moved from ``ode.*`` (ODE-ViT, bViT)
-    and ``blocks.ode.*`` (odeified ViTs) to the stack ``blocks``, whose interval 0 holds the field."""
-    return {re.sub(r'^(blocks\.)?ode\.', 'blocks.0.', k): v for k, v in state.items()}
+def selected_weights(ckpt: Dict[str, Any]) -> str:
+    """Which weights a train.py run selected on: 'ema' when it validated its EMA weights (--model-ema without
+    --model-ema-force-cpu: train.py then logs and checkpoints by the EMA's metric), else 'raw'."""
+    if not isinstance(ckpt.get('state_dict_ema'), dict):
+        return 'raw'
+    return 'raw' if getattr(ckpt.get('args'), 'model_ema_force_cpu', False) else 'ema'
+
+
+def checkpoint_weights(ckpt: Any, use_ema: Optional[bool] = None, source: str = 'checkpoint') -> Dict[str, Any]:
+    """The state dict of a train.py checkpoint (``use_ema`` None: the weights its run selected on, see
+    :func:`selected_weights`; True / False: EMA / raw) or a bare state dict, with DDP's ``module.`` and
+    torch.compile's ``_orig_mod.`` prefixes stripped (timm's ``clean_state_dict``)."""
+    if not isinstance(ckpt, dict):
+        raise ValueError(f'{source} holds a {type(ckpt).__name__}, not a state dict: give a train.py checkpoint')
+    if any(isinstance(ckpt.get(k), dict) for k in ('state_dict', 'state_dict_ema', 'model')):
+        ema = selected_weights(ckpt) == 'ema' if use_ema is None else use_ema
+        key = 'state_dict_ema' if ema else next((k for k in ('state_dict', 'model') if k in ckpt), 'state_dict')
+        if not isinstance(ckpt.get(key), dict):
+            raise KeyError(f'{source} has no {key!r}: train with --model-ema for EMA weights, or take the raw ones')
+        ckpt = ckpt[key]
+    return clean_state_dict(ckpt)
 
 
 def check_state_dict(model: torch.nn.Module, state: Dict[str, torch.Tensor], source: str = 'checkpoint',
                      allow: tuple = ()) -> None:
-    """ValueError naming missing / unexpected / mis-shaped keys (``allow``: key prefixes exempt,
-    e.g. a classifier that timm adapts or drops afterwards)."""
-    own = model.state_dict()
-    missing = sorted(k for k in set(own) - set(state) if not k.startswith(allow))
-    unexpected = sorted(k for k in set(state) - set(own) if not k.startswith(allow))
-    shapes = [f'{k}: {tuple(state[k].shape)} vs model {tuple(own[k].shape)}' for k in sorted(set(own) & set(state))
-              if state[k].shape != own[k].shape and not k.startswith(allow)]
-    wrong_type = [f'{k}: {state[k].dtype}' for k in sorted(set(own) & set(state))
-                  if own[k].is_floating_point() and not state[k].is_floating_point() and not k.startswith(allow)]
-    if wrong_type:
-        raise ValueError(f'{source}: integer tensors for floating-point parameters ({wrong_type[:4]}): '
-                         'not weights of this model, or a corrupted file')
-    non_finite = [k for k in sorted(set(own) & set(state)) if state[k].is_floating_point()
-                  and not state[k].is_meta and not bool(torch.isfinite(state[k]).all())]
+    """ValueError naming missing / unexpected / mis-shaped / non-finite / integer keys (``allow``: key prefixes
+    exempt, e.g. a classifier that timm adapts or drops afterwards)."""
+    if not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f'{source} is not a state dict of tensors: give a weights file of this model')
+    non_finite = sorted(k for k, v in state.items() if v.is_floating_point() and not v.is_meta
+                        and not bool(torch.isfinite(v).all()))
     if non_finite:
-        raise ValueError(f'{source}: NaN/Inf in {len(non_finite)} tensors ({non_finite[:4]}): the weights are '
-                         'corrupted, or were saved from a diverged training run')
-    if missing or unexpected or shapes:
-        raise ValueError(
-            f'{source} does not match {type(model).__name__}: '
-            + '; '.join(part for part in (
-                f'{len(missing)} missing keys {missing[:4]}' if missing else '',
+        raise ValueError(f'{source} holds NaN/Inf in {len(non_finite)} tensors ({non_finite[:4]}): use weights saved '
+                         'before training diverged')
+    own = {k: v for k, v in model.state_dict().items() if not k.startswith(allow)}
+    state = {k: v for k, v in state.items() if not k.startswith(allow)}
+    common = sorted(set(own) & set(state))
+    wrong_type = [f'{k}: {state[k].dtype}' for k in common
+                  if own[k].is_floating_point() and not state[k].is_floating_point()]
+    if wrong_type:
+        raise ValueError(f'{source} holds integer tensors for floating-point parameters ({wrong_type[:4]}): it is '
+                         'corrupted or not weights of this model')
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    shapes = [f'{k}: {tuple(state[k].shape)} vs model {tuple(own[k].shape)}' for k in common
+              if state[k].shape != own[k].shape]
+    problems = [f'{len(missing)} missing keys {missing[:4]}' if missing else '',
                 f'{len(unexpected)} unexpected keys {unexpected[:4]}' if unexpected else '',
-                f'shape mismatches {shapes[:4]}' if shapes else '') if part)
-            + ' — weights of another architecture or configuration?')
+                f'shape mismatches {shapes[:4]}' if shapes else '']
+    if any(problems):
+        raise ValueError(f'{source} does not match {type(model).__name__} '
+                         f'({"; ".join(p for p in problems if p)}): build the model the weights were saved from')
 
 
 @contextlib.contextmanager
@@ -151,17 +169,11 @@ def _pos_embed_prefix(model: VisionTransformer):
 
 
 def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTransformer) -> Dict[str, torch.Tensor]:
-    """Unwrap train.py checkpoints (state_dict_ema / state_dict / model), strip DDP's 'module.', map
-    earlier parameter names (:func:`upgrade_state_dict`), then timm's ViT filter (position embedding
-    resampled from the source grid, non-square ones included, patch embedding resized); refuse
-    weights of another architecture with a ValueError naming the keys. Solver settings are not
-    weights: a checkpoint trained with another solver loads."""
-    for key in ('state_dict_ema', 'state_dict', 'model'):
-        if key in state_dict and isinstance(state_dict[key], dict):
-            state_dict = state_dict[key]
-            break
-    state_dict = upgrade_state_dict({k[len('module.'):] if k.startswith('module.') else k: v
-                                     for k, v in state_dict.items()})
+    """The weights of a train.py checkpoint (:func:`checkpoint_weights`) through timm's ViT filter (position
+    embedding resampled from the source grid, patch embedding resized); weights of another architecture or
+    ``global_pool`` are refused with a ValueError naming the keys. Solver settings are not weights: a checkpoint
+    trained with another solver loads."""
+    state_dict = checkpoint_weights(state_dict, source='pretrained weights')
     try:
         with _pos_embed_prefix(model) if isinstance(model, ContinuousDepthViT) else contextlib.nullcontext():
             out = vit_checkpoint_filter_fn(state_dict, model)
@@ -169,10 +181,9 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTrans
         pos = state_dict.get('pos_embed')
         if pos is None or model.pos_embed is None or pos.shape == model.pos_embed.shape:
             raise
-        raise ValueError(
-            f'cannot resample pos_embed {tuple(pos.shape)} to the model\'s {tuple(model.pos_embed.shape)}: the '
-            'source patch grid is unknown and not square. Load through a saved config that records img_size '
-            "(local-dir:, hf-hub:) or set model.pretrained_model_args = {'img_size': (H, W)} of the source") from e
+        raise ValueError(f'cannot resample pos_embed {tuple(pos.shape)} to {tuple(model.pos_embed.shape)} from an '
+                         'unknown non-square grid: load through a saved config that records img_size '
+                         '(local-dir:, hf-hub:)') from e
     out = _init_missing_stage_heads(out, model)
     # classifiers / first conv are adapted by timm after this filter (num_classes, in_chans)
     cfg = getattr(model, 'pretrained_cfg', None) or {}
@@ -187,32 +198,29 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTrans
 POOLING_HEAD = ('norm.', 'fc_norm.', 'attn_pool.')
 
 
-class ModelArgsMismatch(ValueError):
-    """Sound weights that the model was built not to take (its args, not the file, are what to change)."""
-
-
 def _adapt_pooling_head(state: Dict[str, torch.Tensor], model: nn.Module, cfg: dict,
                         allow: tuple) -> Tuple[Dict[str, torch.Tensor], bool]:
-    """Weights trained with another ``global_pool`` than the model's (timm's ViT puts the final norm at
-    ``norm`` for 'token' / 'map', at ``fc_norm`` for 'avg'; 'map' adds ``attn_pool``). When the classifier
-    is replaced (``num_classes`` differs from the weights', where timm loads non-strictly), the pooling head
-    the weights lack starts fresh (warned) and theirs is dropped, as timm's ViT does; otherwise a ValueError
-    names ``global_pool`` instead of calling the weights another architecture. Only when the pooling head is
-    all that differs (outside ``allow``, the prefixes adapted later). Returns (state, adapted)."""
+    """Weights trained with another ``global_pool`` than the model's: the pooling their saved model args name
+    (``model.pretrained_model_args``: ``local-dir:``, ``hf-hub:``, the packaged releases), or, unrecorded, a
+    pooling head of other keys (timm's ViT puts the final norm at ``norm`` for 'token' / 'map', at ``fc_norm``
+    for 'avg'; 'map' adds ``attn_pool``). Models without a final norm have the same keys for every pooling, so
+    the key sets alone cannot tell. With a new classifier (``num_classes`` differs from the weights') the pooling
+    head the weights lack starts fresh (warned) and theirs is dropped, as timm's ViT does; with the weights'
+    classifier kept, a ValueError names ``global_pool``. Returns (state, adapted)."""
     own = model.state_dict()
     differ = [k for k in set(own) ^ set(state) if not k.startswith(allow)]
-    if not differ or not all(k.startswith(POOLING_HEAD) for k in differ):
-        return state, False
-    fresh = sorted(k for k in differ if k in own)
-    dropped = sorted(k for k in differ if k in state)
     pool = getattr(model, 'global_pool', None)
+    trained = (getattr(model, 'pretrained_model_args', None) or {}).get('global_pool')
+    if (differ and not all(k.startswith(POOLING_HEAD) for k in differ)) or (not differ and trained in (None, pool)):
+        return state, False
     if cfg.get('num_classes') is None or model.num_classes == cfg.get('num_classes'):
-        raise ModelArgsMismatch(
-            f'the pretrained weights were trained with another global_pool than the model\'s {pool!r} (their pooling '
-            f'head has {dropped[:3]}, the model\'s {fresh[:3]}): build the model with the weights\' global_pool, or '
-            'fine-tune a new classifier (num_classes=N), with which the new pooling head starts fresh')
-    _logger.warning(f'global_pool={pool!r} differs from the pretrained weights\': {fresh} start fresh, '
-                    f'{dropped} are not loaded (the classifier is new too: num_classes={model.num_classes})')
+        raise ValueError(f"the pretrained weights were trained with global_pool={trained or 'another'!r}, not "
+                         f'{pool!r}, and their classifier reads that pooling: keep their global_pool, or fine-tune '
+                         'a new classifier (num_classes=N)')
+    dropped = sorted(k for k in differ if k in state)
+    _logger.warning(f'global_pool={pool!r} differs from the pretrained weights\': '
+                    f'{sorted(k for k in differ if k in own)} start fresh, {dropped} are not loaded '
+                    f'(the classifier is new too: num_classes={model.num_classes})')
     return {k: v for k, v in state.items() if k not in dropped}, True
 
 
@@ -232,53 +240,64 @@ def _init_missing_stage_heads(state: Dict[str, torch.Tensor], model: nn.Module) 
     return state
 
 
-def _weights_source(variant: str, kwargs: dict) -> str:
-    from timm.models._builder import resolve_pretrained_cfg
-    try:
-        cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'),
-                                     pretrained_cfg_overlay=kwargs.get('pretrained_cfg_overlay')).to_dict()
-    except Exception:  # an unresolvable cfg: name the variant only
-        return variant
-    for key, fmt in (('state_dict', 'the given state_dict'), ('file', '{}'), ('url', '{}'), ('hf_hub_id', 'hf-hub:{}')):
-        if cfg.get(key):
-            return fmt.format(cfg[key])
-    return variant
+def saved_model_args(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """The ``model_args`` of the ``config.json`` published with the weights of a resolved pretrained cfg that
+    timm has not read it for (``local-dir:`` / ``hf-hub:`` names have): beside a weights ``file`` (the packaged
+    releases), or on the Hub beside ``hf_hub_id``'s weights; {} when there is none."""
+    if cfg.get('source') in ('local-dir', 'hf-hub'):
+        return {}
+    if cfg.get('file'):
+        weights = pathlib.Path(cfg['file'])
+        config = weights.with_name('config.json')
+        return read_json(config).get('model_args', {}) if weights.is_file() and config.is_file() else {}
+    if cfg.get('hf_hub_id'):
+        from timm.models import load_model_config_from_hf
+        return load_model_config_from_hf(cfg['hf_hub_id'])[2] or {}
+    return {}
 
 
-def build_continuous_depth_model(cls, variant: str, pretrained: bool, released: Optional[Dict[str, dict]] = None,
-                                 **kwargs) -> nn.Module:
-    """timm's ``build_model_with_cfg`` with our checkpoint filter and getter features; an error while
-    reading pretrained weights (truncated or corrupt safetensors / pickle, unreadable file, weights of
-    another model) becomes a ValueError that names the weights' source and what to do. ``released``:
-    the settings each tag's weights were trained with (see :func:`released_model_args`); those applied are
-    recorded as construction args, so ``save_for_hf`` / ``push_to_hf_hub`` export them with the weights."""
-    from timm.models import build_model_with_cfg
-    applied = released_model_args(variant, pretrained, kwargs, released or {})
-    kwargs = dict(applied, **kwargs)
+def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) -> nn.Module:
+    """timm's ``build_model_with_cfg`` with our checkpoint filter and getter features. With ``pretrained=True`` and a
+    model class ``cls``, the ``model_args`` of the weights' own ``config.json`` (:func:`saved_model_args`) are the
+    defaults, as timm's
+    ``local-dir:`` applies them (explicit kwargs win), and are recorded as construction args, so ``save_for_hf``
+    exports them. An error while reading the weights becomes a ValueError naming their source."""
+    from timm.models import build_model_with_cfg, resolve_pretrained_cfg
     if 'depth' in kwargs and isinstance(cls, type):  # timm's ViT kwarg: say what stands for it, not a bare TypeError
-        dial = 'iterations=N (recurrent iterations of the one block)' if 'bvit' in variant else \
-            'steps=N (Euler steps of the one field over t in [0, 1])'
-        raise TypeError(f'{variant} has no depth argument: its depth is {dial}; its field is one shared block')
-    kwargs.setdefault('pretrained_filter_fn', checkpoint_filter_fn)
+        dials = [f'{d}=N' for d in ('iterations', 'steps') if d in inspect.signature(cls).parameters]
+        raise TypeError(f'{variant} has no depth argument: its depth is {" or ".join(dials)}')
+    saved = {}
+    if pretrained and 'pretrained_model_args' not in kwargs and isinstance(cls, type):  # cls takes the model args
+        saved = saved_model_args(resolve_pretrained_cfg(
+            variant, kwargs.get('pretrained_cfg'), kwargs.get('pretrained_cfg_overlay')).to_dict())
+        kwargs = dict(saved, **kwargs, pretrained_model_args=saved)
+    stage, filter_fn = [], kwargs.pop('pretrained_filter_fn', checkpoint_filter_fn)
+
+    def construct(**model_kwargs):  # marks where construction ends and loading the weights starts
+        stage.append(cls(**model_kwargs))
+        return stage[0]
+
+    def load_filter(state_dict, model):  # ... and where loading ends
+        out = filter_fn(state_dict, model)
+        stage.append('loaded')
+        return out
     kwargs.setdefault('feature_cfg', dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter'))
     try:
-        model = build_model_with_cfg(cls, variant, pretrained, **kwargs)
+        model = build_model_with_cfg(construct, variant, pretrained, pretrained_filter_fn=load_filter, **kwargs)
     except Exception as e:
-        frames = traceback.extract_tb(e.__traceback__)
-        if not pretrained or not any(frame.name == 'load_pretrained' for frame in frames):
+        if not pretrained or len(stage) != 1:
             raise
-        advice = '' if isinstance(e, ModelArgsMismatch) else (
-            '. Re-download or re-export the weights (odevit-export), or check that they belong to this model '
-            '(timm_odevit.hub.verify_folder tells what a folder lacks)')
-        raise ValueError(f'could not load the pretrained weights of {variant} from '
-                         f'{_weights_source(variant, kwargs)}: {type(e).__name__}: {e}{advice}') from e
+        cfg = stage[0].pretrained_cfg
+        source = next((cfg[k] for k in ('file', 'url', 'hf_hub_id') if cfg.get(k)), 'the given state_dict')
+        raise ValueError(f'could not load the pretrained weights of {variant} from {source}: '
+                         f'{type(e).__name__}: {e}') from e
     # the input size the data pipeline resolves (train.py, timm.data.resolve_data_config) is the one the
     # model was built for (img_size / in_chans given at creation), not the registered default or a saved cfg's,
     # unless the caller overlaid one (pretrained_cfg_overlay=dict(input_size=...): timm's ViT keeps that)
     if 'input_size' not in (kwargs.get('pretrained_cfg_overlay') or {}):
         follow_input_size(model)
-    if applied:  # timm's factory records only the caller's kwargs (over these)
-        model._model_args = dict(getattr(model, '_model_args', {}), **applied)
+    if saved:  # timm's factory records only the caller's kwargs (over these)
+        model._model_args = dict(saved, **getattr(model, '_model_args', {}))
     return model
 
 
@@ -308,20 +327,6 @@ def per_channel(values: Sequence[float], channels: int) -> Tuple[float, ...]:
     return tuple(values[i % len(values)] for i in range(channels))
 
 
-def released_model_args(variant: str, pretrained: bool, kwargs: dict, released: Dict[str, dict]) -> dict:
-    """With ``pretrained=True`` on a registered tag, the model args (solver settings) the released weights
-    of the tag were trained with that ``kwargs`` does not set (explicit kwargs win). Empty for other weights:
-    a saved config (``local-dir:``, ``hf-hub:``, which brings its own model args) or an overlaid source."""
-    overlay = kwargs.get('pretrained_cfg_overlay') or {}
-    if (not pretrained or not released or kwargs.get('pretrained_model_args') is not None
-            or isinstance(kwargs.get('pretrained_cfg'), dict)
-            or any(overlay.get(k) for k in ('file', 'url', 'hf_hub_id', 'state_dict'))):
-        return {}
-    from timm.models._builder import resolve_pretrained_cfg
-    cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'))
-    return {k: v for k, v in released.get(f'{variant}.{cfg.tag}', {}).items() if k not in kwargs}
-
-
 def check_num_classes(num_classes) -> None:
     if not is_int(num_classes) or num_classes < 0:
         raise ValueError(f'num_classes must be an integer >= 0 (0: no classifier, features only), got {num_classes!r}')
@@ -347,10 +352,8 @@ def check_architecture_args(img_size, patch_size, in_chans, num_classes, embed_d
             raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
     if embed_dim % num_heads:
         raise ValueError(f'embed_dim {embed_dim} is not divisible by num_heads {num_heads}')
-    if (not is_real(mlp_ratio) or not math.isfinite(mlp_ratio)
-            or int(embed_dim * mlp_ratio) < 1):
-        raise ValueError(f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1 (the MLP\'s hidden '
-                         f'width), got {mlp_ratio!r}')
+    if not is_real(mlp_ratio) or not math.isfinite(mlp_ratio) or int(embed_dim * mlp_ratio) < 1:
+        raise ValueError(f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}')
     if not is_int(reg_tokens) or reg_tokens < 0:
         raise ValueError(f'reg_tokens must be an integer >= 0, got {reg_tokens!r}')
     check_num_classes(num_classes)
@@ -400,28 +403,30 @@ class ContinuousDepthViT(VisionTransformer):
 
     def __init__(
             self,
-            img_size: Union[int, Tuple[int, int]],
-            patch_size: Union[int, Tuple[int, int]],
-            in_chans: int,
-            num_classes: int,
-            global_pool: str,
-            embed_dim: int,
-            num_heads: int,
-            mlp_ratio: float,
-            class_token: bool,
-            reg_tokens: int,
-            final_norm: bool,
-            fc_norm: Optional[bool],
-            dynamic_img_size: bool,
-            dynamic_img_pad: bool,
-            drop_rate: float,
-            pos_drop_rate: float,
-            patch_drop_rate: float,
+            img_size: Union[int, Tuple[int, int]] = 32,
+            patch_size: Union[int, Tuple[int, int]] = 4,
+            in_chans: int = 3,
+            num_classes: int = 10,
+            global_pool: str = 'token',
+            embed_dim: int = 192,
+            num_heads: int = 3,
+            mlp_ratio: float = 4.,
+            class_token: bool = True,
+            reg_tokens: int = 0,
+            final_norm: bool = True,
+            fc_norm: Optional[bool] = None,
+            dynamic_img_size: bool = False,
+            dynamic_img_pad: bool = False,
+            drop_rate: float = 0.,
+            pos_drop_rate: float = 0.,
+            patch_drop_rate: float = 0.,
             field_drop_rates: Optional[Dict[str, float]] = None,
             device=None,
             dtype=None,
     ):
-        """``field_drop_rates``: the subclass's drop rates inside the field (name -> value), checked here."""
+        """timm's ``VisionTransformer`` arguments (``depth`` excepted: a subclass sets the depth with
+        :meth:`_set_depth`); ``field_drop_rates``: the subclass's drop rates inside the field (name -> value),
+        checked here."""
         _check_pool(global_pool, class_token)
         check_architecture_args(
             img_size, patch_size, in_chans, num_classes, embed_dim, num_heads, mlp_ratio, reg_tokens,
@@ -451,15 +456,12 @@ class ContinuousDepthViT(VisionTransformer):
 
     @property
     def solver(self) -> Optional[SolverConfig]:
-        """The ODE solver settings (None for a plain recurrence)."""
-        return None if self.blocks.is_recurrent else self.blocks.solver
+        """The ODE solver settings (None while the depth is the recurrence, whose grid counts iterations)."""
+        return self.blocks.solver if self.blocks.solver.unit == 't' else None
 
     def set_solver(self, **changes) -> SolverConfig:
-        """Change how the ODE is integrated, e.g. ``set_solver(method='rk4', steps=48)``; recorded in
-        the model args that save_for_hf exports."""
-        if self.blocks.is_recurrent:
-            raise ValueError(f"set_solver applies to ODE models (regime='ode'); this {type(self).__name__} is "
-                             'recurrent (use set_iterations)')
+        """Change how the depth is integrated, e.g. ``set_solver(method='rk4', steps=48)`` (a bViT recurrence takes
+        another method too, and its steps are its iterations); recorded in the model args that save_for_hf exports."""
         return self.blocks.set_solver(**changes)
 
     @property
@@ -519,22 +521,24 @@ class ContinuousDepthViT(VisionTransformer):
             super().set_input_size(img_size=img_size, patch_size=patch_size)
         follow_input_size(self, built)  # the data config follows, as save_for_hf's reload would resolve it
 
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """timm's; with the solver's ``check_finite`` on, logits that overflowed from a finite but huge
-        final state raise FloatingPointError instead of coming back as NaN/Inf."""
-        out = super().forward_head(x, pre_logits=pre_logits)
-        check = getattr(getattr(self.blocks, 'solver', None), 'check_finite', False)  # blocks may be replaced
-        if pre_logits or isinstance(out, torch.fx.Proxy) or not check or not checks_enabled():
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False):
+        """timm's; with the solver's ``check_finite`` on (eager mode), the final state and the logits are checked
+        together, one device sync: NaN/Inf raise FloatingPointError naming the cause instead of coming back."""
+        stack = self.blocks
+        deferred = stack.__dict__['_deferred'] = []  # the stack leaves its check of the final state to us
+        try:
+            out = super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
+        finally:
+            stack.__dict__['_deferred'] = None
+        finite = [torch.isfinite(t.detach()).all() for _, t in deferred] if deferred else None
+        if finite is None or bool(torch.stack([*finite, torch.isfinite(out.detach()).all()]).all()):
             return out
-        if is_non_finite(out, 'the logits are not finite (NaN/Inf): they overflowed in the head from a huge final '
-                         'state, or the weights are corrupted'):
-            weight = max((p.detach().abs().max().item() for p in self.head.parameters()), default=0.)
-            raise FloatingPointError(
-                f'the final state is finite (max |X| = {x.detach().abs().max().item():.3g}) but the logits are not: '
-                f'they overflowed in the head (max |head weight| = {weight:.3g}). A huge state means unstable '
-                'dynamics (use a smaller depth scale or more steps, or a lower lr); huge head weights mean corrupted '
-                'weights or diverged training')
-        return out
+        for x0, state in deferred:
+            stack.checked(x0, state)  # raises, naming the cause, if the state is the non-finite one
+        raise FloatingPointError(
+            f'the final state is finite (max |X| = {deferred[-1][1].abs().max().item():.3g}) but the logits are not: '
+            'a huge state means unstable dynamics (a smaller depth scale, more steps or a lower lr), huge head weights '
+            'mean corrupted weights or diverged training')
 
     def prune_intermediate_layers(self, indices: Union[int, list] = 1, prune_norm: bool = False,
                                   prune_head: bool = True):

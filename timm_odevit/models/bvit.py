@@ -5,9 +5,12 @@ Recurrence, Neural ODEs, and Deep Supervision" (arXiv 2608.04879).
 
 One standard timm pre-norm ``Block`` B (LayerNorm, qkv bias) is applied over and over:
 
-    regime='recurrent':                    z_t = B(z_{t−1}),  t = 1..T
+    regime='recurrent':                    z_t = B(z_{t−1}),  t = 1..T   (solver method 'recurrence')
     regime='ode', field='state_subtracted': ż = B(z) − z   (Euler, h = 1, T steps ≡ recurrent)
     regime='ode', field='naive':            ż = B(z)       (block as a black-box field)
+
+The recurrence is Euler with h = 1 on the state-subtracted field, so both regimes run the same stepper
+(``timm_odevit.layers.solver``); the regime is read off the solver's method.
 
 In the ODE regime the horizon is t ∈ [0, T] (``iterations``) and ``steps`` grid steps of the
 chosen solver cover it: block evaluations = steps × evaluations per step (euler 1, midpoint 2,
@@ -23,7 +26,7 @@ Matched discrete baselines (timm ``VisionTransformer``) are registered beside ea
 = 4 blocks at half the width (4·12·(D/2)² = 12·D² block parameters, the bViT's parameter memory).
 """
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -32,7 +35,8 @@ from timm.layers import trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn as vit_filter_fn
 
-from ..layers import BlockField, Recurrence, SolverConfig
+from .._checks import is_int
+from ..layers import BlockField, SolverConfig
 from ._common import (
     CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, build_continuous_depth_model,
     checkpoint_filter_fn, cifar_cfg, embed_tokens, reset_parameters_,
@@ -42,6 +46,12 @@ __all__ = ['BViT', 'checkpoint_filter_fn']
 
 REGIMES = ('recurrent', 'ode')
 STAGE_HEADS = ('shared', 'separate')
+
+
+def _check_iterations(iterations) -> int:
+    if not is_int(iterations) or iterations < 1:
+        raise ValueError(f'iterations must be an integer >= 1, got {iterations!r}')
+    return int(iterations)
 
 
 def _check_stages(stages: Sequence[int], num_points: Optional[int] = None) -> Tuple[int, ...]:
@@ -62,11 +72,6 @@ class BViT(ContinuousDepthViT):
 
     def __init__(
             self,
-            img_size: Union[int, Tuple[int, int]] = 32,
-            patch_size: Union[int, Tuple[int, int]] = 4,
-            in_chans: int = 3,
-            num_classes: int = 10,
-            global_pool: str = 'token',
             embed_dim: int = 192,
             num_heads: int = 3,
             mlp_ratio: float = 4.,
@@ -86,26 +91,18 @@ class BViT(ContinuousDepthViT):
             stages: Optional[Sequence[int]] = None,
             stage_heads: str = 'shared',
             stage_weights: Optional[Sequence[float]] = None,
-            class_token: bool = True,
-            reg_tokens: int = 0,
-            final_norm: bool = True,
-            fc_norm: Optional[bool] = None,
-            dynamic_img_size: bool = False,
-            dynamic_img_pad: bool = False,
-            drop_rate: float = 0.,
-            pos_drop_rate: float = 0.,
-            patch_drop_rate: float = 0.,
             attn_drop_rate: float = 0.,
             proj_drop_rate: float = 0.,
             drop_path_rate: float = 0.,
             device=None,
             dtype=None,
+            **kwargs,
     ):
         """
         Args:
             embed_dim, num_heads, mlp_ratio, qkv_bias: the one timm Block.
             iterations: T, the training horizon (recurrent iterations / ODE time span [0, T]).
-            regime: 'recurrent' or 'ode'.
+            regime: 'recurrent' (the solver method 'recurrence') or 'ode'.
             field: ODE field, 'state_subtracted' (ż = B(z) − z) or 'naive' (ż = B(z)).
             solver, steps, step_size, rtol, atol, adjoint, solver_options: ODE solver (steps default T, h = T/steps).
             check_finite: raise FloatingPointError on a NaN/Inf final state.
@@ -114,38 +111,34 @@ class BViT(ContinuousDepthViT):
             stages: 1-based time points with a classification loss (default: the last only).
             stage_heads: 'shared' (one head for all stages) or 'separate' (one per stage).
             stage_weights: loss weight per stage (normalised to sum 1; default uniform).
-            Other args as timm's VisionTransformer.
+            attn_drop_rate, proj_drop_rate, drop_path_rate: the block's dropouts.
+            kwargs: timm's VisionTransformer arguments (img_size, patch_size, in_chans, num_classes, global_pool,
+                class_token, reg_tokens, final_norm, fc_norm, dynamic_img_size, dynamic_img_pad, drop_rate,
+                pos_drop_rate, patch_drop_rate; :class:`ContinuousDepthViT`).
         """
-        dd = {'device': device, 'dtype': dtype}
-        if regime not in REGIMES:
-            raise ValueError(f'Unknown regime {regime!r}; choose one of {REGIMES}')
-        if stage_heads not in STAGE_HEADS:
-            raise ValueError(f'Unknown stage_heads {stage_heads!r}; choose one of {STAGE_HEADS}')
+        if regime not in REGIMES or stage_heads not in STAGE_HEADS:
+            raise ValueError(f'Unknown regime {regime!r} or stage_heads {stage_heads!r}: choose a regime of '
+                             f'{REGIMES} and stage_heads of {STAGE_HEADS}')
         if regime == 'recurrent' and field == 'naive':
-            raise ValueError("field='naive' applies to regime='ode'; the recurrent regime iterates z_k = B(z_(k-1)) "
-                             "(the state-subtracted field under Euler with h = 1)")
+            raise ValueError("field='naive' applies to regime='ode': the recurrence iterates z_k = B(z_(k-1)), Euler "
+                             "with h = 1 on the state-subtracted field")
         if regime == 'recurrent' and (steps is not None or step_size is not None or solver != 'euler' or adjoint):
-            raise ValueError("solver, steps, step_size and adjoint apply to regime='ode', not 'recurrent'")
-        recurrence = Recurrence(iterations, check_finite=check_finite)  # validates iterations in both regimes
-        super().__init__(
-            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
-            global_pool=global_pool, embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio,
-            class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
-            dynamic_img_size=dynamic_img_size, dynamic_img_pad=dynamic_img_pad, drop_rate=drop_rate,
-            pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate, field_drop_rates=dict(
-                attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate), **dd)
-        self.regime = regime
-        block = Block(
-            embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop_rate,
-            attn_drop=attn_drop_rate, drop_path=drop_path_rate, **dd)
-        self._set_depth(BlockField(block, field), recurrence if regime == 'recurrent' else SolverConfig.from_model_args(
-            solver, solver_options, steps=iterations if steps is None and step_size is None else steps,
-            step_size=step_size, t_end=float(iterations), rtol=rtol, atol=atol, adjoint=adjoint,
-            check_finite=check_finite), train_depth, 'horizon')
-
+            raise ValueError("solver, steps, step_size and adjoint apply to regime='ode': pass regime='ode' with them, "
+                             "or leave them out for the recurrence")
         if train_depth is not None and stages is not None and len(stages) > 1:
             raise ValueError('train_depth draws each training forward\'s horizon, deep supervision (stages) '
                              'supervises fixed time points: use one of the two')
+        _check_iterations(iterations)
+        drop_rates = dict(attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate)
+        super().__init__(embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio, field_drop_rates=drop_rates,
+                         device=device, dtype=dtype, **kwargs)
+        block = Block(embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop_rate,
+                      attn_drop=attn_drop_rate, drop_path=drop_path_rate, device=device, dtype=dtype)
+        self._set_depth(BlockField(block, field), SolverConfig.from_model_args(
+            'recurrence' if regime == 'recurrent' else solver, solver_options,
+            steps=iterations if steps is None and step_size is None else steps, step_size=step_size,
+            t_end=float(iterations), rtol=rtol, atol=atol, adjoint=adjoint, check_finite=check_finite),
+            train_depth, 'horizon')
         # given stages stay as given when the depth changes (set_iterations, pruning), and may lie beyond the
         # horizon, so that the model args save_for_hf records rebuild that model; deep supervision checks the
         # horizon (forward_stages, DeepSupervisionTask). The default, the last point, follows the depth.
@@ -158,7 +151,7 @@ class BViT(ContinuousDepthViT):
         self.stage_weights = tuple(w / sum(weights) for w in weights)
         self.stage_head_type = stage_heads
         self.stage_outputs = False  # set by DeepSupervisionTask: training forward returns all stages
-        self.stage_heads = self._new_stage_heads(num_classes)
+        self.stage_heads = self._new_stage_heads(self.num_classes)
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
@@ -189,6 +182,11 @@ class BViT(ContinuousDepthViT):
         return round(self.blocks.solver.t_end)
 
     @property
+    def regime(self) -> str:
+        """'recurrent' while the solver's method is the recurrence, else 'ode'."""
+        return 'recurrent' if self.blocks.solver.unit == 'iteration' else 'ode'
+
+    @property
     def stages(self) -> Tuple[int, ...]:
         """The supervised time points (1-based): those given at construction, or the last point of the
         current horizon. Given stages may lie beyond a horizon shortened later: evaluation runs, deep
@@ -198,14 +196,17 @@ class BViT(ContinuousDepthViT):
     def set_iterations(self, iterations: int) -> None:
         """Run for ``iterations`` (horizon [0, iterations] in the ODE regime, same step length);
         recorded in the model args that save_for_hf exports."""
-        self.blocks.set_iterations(iterations)
+        self.set_solver(t_end=float(_check_iterations(iterations)))
 
     @staticmethod
     def depth_model_args(args: Dict[str, Any]) -> Dict[str, Any]:
-        """The stack's solver args as BViT kwargs: the ODE horizon t_end is ``iterations``."""
-        if 't_end' in args:
-            args = dict(args)
-            args['iterations'] = round(args.pop('t_end'))
+        """The stack's solver args as BViT kwargs: the horizon t_end is ``iterations``; the recurrence is
+        regime='recurrent' without solver settings (None: dropped)."""
+        args = dict(args)
+        args.update(iterations=round(args.pop('t_end')), regime='ode')
+        if args['solver'] == 'recurrence':
+            args.update(regime='recurrent', solver=None, steps=None, step_size=None, rtol=None, atol=None,
+                        adjoint=None, solver_options=None)
         return args
 
     # ---- heads --------------------------------------------------------------------------------

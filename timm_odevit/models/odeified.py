@@ -20,7 +20,7 @@ blocks) or ``'random'``.
 """
 import copy
 import logging
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from torch import nn
@@ -189,9 +189,13 @@ def _has_weights(cfg: Dict[str, Any]) -> bool:
 
 
 def _build_odeified(base: str, field: str, init: str, solver: Dict[str, Any], base_pretrained: bool,
-                    base_cache_dir: Optional[str] = None, **kwargs) -> VisionTransformer:
+                    train_depth: Optional[Sequence[int]] = None, base_cache_dir: Optional[str] = None,
+                    **kwargs) -> VisionTransformer:
     vit = create_model(base, pretrained=base_pretrained, cache_dir=base_cache_dir, **kwargs)
-    return odeify(vit, field=field, init=init, solver=solver)
+    model = odeify(vit, field=field, init=init, solver=solver)
+    if train_depth is not None:
+        model.blocks.set_train_depth(train_depth)
+    return model
 
 
 @register_model
@@ -209,10 +213,11 @@ def vit_odeified(
         adjoint: bool = False,
         check_finite: bool = True,
         solver_options: Optional[Dict[str, Any]] = None,
+        train_depth: Optional[Sequence[int]] = None,
         **kwargs,
 ) -> VisionTransformer:
     """timm ViT ``base`` (other kwargs go to it) converted by odeify(field, init) with the given
-    solver (default Euler over the base's depth).
+    solver (default Euler over the base's depth); ``train_depth``: anytime training (``blocks.set_train_depth``).
 
     ``pretrained=True`` loads the odeified model's own weights when its pretrained_cfg has a source
     (``local-dir:``, ``hf-hub:``, a ``pretrained_cfg_overlay`` file/url); without one, the BASE's
@@ -234,5 +239,5 @@ def vit_odeified(
         _build_odeified, 'vit_odeified', own_weights,
         pretrained_cfg=cfg, pretrained_cfg_overlay=overlay,  # (in cfg already; says what the caller set)
         base=base, field=field, init=init, solver=solver_args, base_pretrained=pretrained and not own_weights,
-        base_cache_dir=kwargs.get('cache_dir'), **kwargs,
+        train_depth=train_depth, base_cache_dir=kwargs.get('cache_dir'), **kwargs,
     )

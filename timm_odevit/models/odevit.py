@@ -1,7 +1,7 @@
 """ODE-ViT: a Vision Transformer as a well-posed ODE over its tokens.
 
 Paper: "ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an Ordinary
-Differential Equation", Riera, Boned, Terrades, arXiv 2511.16501. Reference code: Bycarkos/ODE-ViT.
+Differential Equation", Carlos Boned, David Romero, Oriol Ramos, arXiv 2511.16501. Reference code: Bycarkos/ODE-ViT.
 
 The L blocks of a ViT become one shared vector field integrated over t ∈ [0, 1]:
 
@@ -9,12 +9,13 @@ The L blocks of a ViT become one shared vector field integrated over t ∈ [0, 1
 
 The defaults are the paper's architecture: CenterNorm field, no norm between X(1) and the head
 (the loss sees the scale of X(1); a final LayerNorm hides it and the state then grows 25-180x
-along t, README "Measured results"), tokens initialised as in the reference code. Differences
-from the reference code (SPEC.md): every linear/conv is spectrally initialised (including the
-attention in-projection; conv bias 0), solver settings are changeable after training, and a
-blow-up raises an error instead of NaN logits. bench/odevit_parity.py trains both side by side.
+along t, docs/results.md "ODE-ViT: parity with the authors' code"), tokens initialised as in the reference
+code. Differences from the reference code (README "Differences from the reference code"): every linear/conv
+is spectrally initialised (including the attention in-projection; conv bias 0), solver settings are
+changeable after training, and a blow-up raises an error instead of NaN logits. bench/odevit_parity.py
+trains both side by side.
 """
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence
 
 import torch
 from torch import nn
@@ -45,11 +46,6 @@ class ODEViT(ContinuousDepthViT):
 
     def __init__(
             self,
-            img_size: Union[int, Tuple[int, int]] = 32,
-            patch_size: Union[int, Tuple[int, int]] = 4,
-            in_chans: int = 3,
-            num_classes: int = 10,
-            global_pool: str = 'token',
             embed_dim: int = 256,
             num_heads: int = 4,
             mlp_ratio: float = 2.,
@@ -57,14 +53,13 @@ class ODEViT(ContinuousDepthViT):
             attn_type: str = 'softmax',
             field_norm: str = 'center',
             bias: bool = False,
-            class_token: bool = True,
             reg_tokens: int = 10,
             final_norm: bool = False,
-            fc_norm: Optional[bool] = None,
             head_init: str = 'trunc_normal',
             time_conditioned: bool = False,
-            dynamic_img_size: bool = False,
-            dynamic_img_pad: bool = False,
+            attn_drop_rate: float = 0.,
+            proj_drop_rate: float = 0.,
+            drop_path_rate: float = 0.,
             solver: str = 'euler',
             steps: Optional[int] = None,
             step_size: Optional[float] = None,
@@ -75,28 +70,19 @@ class ODEViT(ContinuousDepthViT):
             check_finite: bool = True,
             solver_options: Optional[Dict[str, Any]] = None,
             train_depth: Optional[Sequence[int]] = None,
-            drop_rate: float = 0.,
-            pos_drop_rate: float = 0.,
-            patch_drop_rate: float = 0.,
-            attn_drop_rate: float = 0.,
-            proj_drop_rate: float = 0.,
-            drop_path_rate: float = 0.,
             device=None,
             dtype=None,
+            **kwargs,
     ):
         """
         Args:
-            img_size: input size, int or (H, W).
-            patch_size: patch size, int or (H, W).
-            in_chans, num_classes: input channels and classes (0 for no classifier).
-            global_pool: '' | 'token' | 'avg' | 'max' | 'avgmax' | 'map' | 'prr' (timm's ViT pooling).
             embed_dim, num_heads, mlp_ratio: width, heads and MLP expansion of the shared field.
             depth_scale: s in ψ = s·(Attn + MLP), the reference's "emulated depth".
             attn_type: 'softmax' (reference) or 'l2' (tied-QK Lipschitz attention).
             field_norm: the field's pre-norms, 'center' (CenterNorm, the paper) or 'layer'
-                (LayerNorm: scale-invariant, trains stably at the benchmark recipe, see README, Measured results).
+                (LayerNorm: scale-invariant, trains stably at the benchmark recipe, see docs/results.md).
             bias: biases in the field's linear layers (the reference has none).
-            class_token, reg_tokens: prefix tokens ([CLS] and learnable registers).
+            reg_tokens: learnable register tokens after [CLS] (no position embedding).
             final_norm: LayerNorm on the final state before pooling/head (after pooling for 'avg'-like
                 pools unless fc_norm=False, as timm's ViT). Off in the paper and by default: measured, it
                 costs 7-10 points and lets the state grow 25-180x along t.
@@ -106,26 +92,24 @@ class ODEViT(ContinuousDepthViT):
                 timm's default SGD can take (train.py, lr 0.1·batch/256, momentum 0.9: NaN within ~10 updates at
                 batch 32; bench/sgd_divergence.py). The function class and trained weights are the same.
             time_conditioned: non-autonomous field ψ(t, X) with a learned time code.
-            dynamic_img_size: accept any input size divisible by the patch (pos-embed resampled).
-            dynamic_img_pad: zero-pad the input (right, bottom) to a multiple of the patch, so that with
-                dynamic_img_size any size is taken (timm's ViT).
+            attn_drop_rate, proj_drop_rate, drop_path_rate: dropouts of the field (attention, projections,
+                drop-path on its branches).
             solver, steps, step_size, t_end, rtol, atol, adjoint, check_finite, solver_options: the
                 :class:`SolverConfig` (method = ``solver``, options = ``solver_options``).
             train_depth: anytime training, (lo, hi): each training forward integrates [0, t_end] in a number of
                 steps drawn uniformly from lo..hi (eval uses ``steps``); None trains on the configured grid.
-            drop_rate, pos_drop_rate, patch_drop_rate, attn_drop_rate, proj_drop_rate, drop_path_rate:
-                dropouts (head, tokens, patches, attention, projections, drop-path on the field's branches).
+            kwargs: timm's VisionTransformer arguments (img_size, patch_size, in_chans, num_classes, global_pool,
+                class_token, fc_norm, dynamic_img_size, dynamic_img_pad, drop_rate, pos_drop_rate, patch_drop_rate;
+                :class:`ContinuousDepthViT`).
         """
         dd = {'device': device, 'dtype': dtype}
         if head_init not in HEAD_INITS:
             raise ValueError(f'Unknown head_init {head_init!r}; choose one of {HEAD_INITS}')
         super().__init__(
-            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
-            global_pool=global_pool, embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio,
-            class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
-            dynamic_img_size=dynamic_img_size, dynamic_img_pad=dynamic_img_pad, drop_rate=drop_rate,
-            pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate, field_drop_rates=dict(
-                attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate), **dd)
+            embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio, reg_tokens=reg_tokens,
+            final_norm=final_norm, field_drop_rates=dict(
+                attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate),
+            **dd, **kwargs)
         self.head_init = head_init
         field = ODEViTField(
             embed_dim, num_heads, mlp_ratio=mlp_ratio, depth_scale=depth_scale, attn_type=attn_type, bias=bias,
@@ -137,8 +121,8 @@ class ODEViT(ContinuousDepthViT):
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
-        """Spectral init of every linear/conv (SPEC §1) but the classifier (``head_init``); [CLS], registers
-        and position embedding truncated-normal with std 0.02, as in the reference code (``mode`` is timm's,
+        """Spectral init of every linear/conv (as the reference code) but the classifier (``head_init``); [CLS],
+        registers and position embedding truncated-normal with std 0.02, as in the reference code (``mode`` is timm's,
         unused); ``needs_reset``: the other modules (norms) reset their parameters too, as timm's ViT does."""
         if needs_reset:
             reset_parameters_(self, skip=SPECTRAL_INIT_TYPES)
@@ -196,11 +180,8 @@ def weight_diagnosis(model: 'ODEViT') -> str:
             f'single digits in the trained releases), state growth-rate bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) = '
             f'{gain:.3g} (≈ 20 at initialisation, under 100 in the trained releases).')
     if norms[worst] > EXPLODED_SPECTRAL_NORM:
-        text += (' The weights have blown up: the training updates were too large for this model (optimiser / lr / '
-                 'no gradient clipping), not the solver or its number of steps. timm\'s default SGD '
-                 '(lr 0.1·batch/256, momentum 0.9, no clipping) is above ODE-ViT\'s stable step size from batch '
-                 '128 (bench/sgd_divergence.py). Recipes that train: the same SGD with --clip-grad 1, or AdamW '
-                 '(--opt adamw --lr 1e-3 --clip-grad 1: train_configs/release_odevit_tiny_cifar10_cpu_long.yaml).')
+        text += (' The weights have blown up: the training updates were too large (optimiser, lr, no gradient '
+                 'clipping), not the solver; train with --clip-grad 1 (or AdamW).')
     return text
 
 
@@ -209,9 +190,7 @@ def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
         'ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an ODE'), **kwargs)
 
 
-# Released weights (release/<name>.<tag>/, ready to upload as is) and the settings they were trained with.
-RELEASED_MODEL_ARGS = {'odevit_tiny_cifar.c10': dict(steps=6)}
-
+# Released weights: release/<name>.<tag>/, packaged with their config.json (the settings they were trained with).
 default_cfgs = generate_default_cfgs({
     'odevit_tiny_cifar.c10': _cfg(
         hf_hub_id='timm-odevit/odevit_tiny_cifar.c10', packaged='odevit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
@@ -224,7 +203,7 @@ default_cfgs = generate_default_cfgs({
 
 
 def _create_odevit(variant: str, pretrained: bool = False, **kwargs) -> ODEViT:
-    return build_continuous_depth_model(ODEViT, variant, pretrained, released=RELEASED_MODEL_ARGS, **kwargs)
+    return build_continuous_depth_model(ODEViT, variant, pretrained, **kwargs)
 
 
 @register_model

@@ -25,15 +25,21 @@ def cls_attention_mass(probs: torch.Tensor, num_prefix_tokens: int) -> torch.Ten
     return mass / mass.sum(-1, keepdim=True)
 
 
+def resample_square(x: torch.Tensor, num: int, mode: str) -> torch.Tensor:
+    """Values (B, C, M) on a square grid of M patches -> (B, C, num) on a square grid of ``num`` patches."""
+    side, new = round(x.shape[-1] ** 0.5), round(num ** 0.5)
+    if side ** 2 != x.shape[-1] or new ** 2 != num:
+        raise ValueError(f'resampling between patch grids needs square ones, got {x.shape[-1]} and {num} patches: '
+                         'use models with square patch grids (or tokens="cls")')
+    grid = x.reshape(*x.shape[:-1], side, side)
+    return F.interpolate(grid, size=(new, new), mode=mode, **({} if mode == 'area' else {'align_corners': False}))\
+        .flatten(-2)
+
+
 def attention_mass_l1(student_mass: torch.Tensor, teacher_mass: torch.Tensor) -> torch.Tensor:
     """L1 between [CLS] attention-mass maps (B, M_s) and (B, M_t); the teacher's square patch grid
     is resampled to the student's (and renormalised) when they differ."""
-    Ms, Mt = student_mass.shape[-1], teacher_mass.shape[-1]
-    if Ms != Mt:
-        side_s, side_t = round(Ms ** 0.5), round(Mt ** 0.5)
-        if side_s ** 2 != Ms or side_t ** 2 != Mt:
-            raise ValueError(f'attention-mass maps need square patch grids, got {Ms} and {Mt} patches')
-        grid = teacher_mass.reshape(-1, 1, side_t, side_t)
-        teacher_mass = F.interpolate(grid, size=(side_s, side_s), mode='area').flatten(1)
+    if student_mass.shape[-1] != teacher_mass.shape[-1]:
+        teacher_mass = resample_square(teacher_mass[:, None], student_mass.shape[-1], 'area')[:, 0]
         teacher_mass = teacher_mass / teacher_mass.sum(-1, keepdim=True)
     return (student_mass - teacher_mass).abs().sum(-1).mean()

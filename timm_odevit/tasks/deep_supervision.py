@@ -4,6 +4,7 @@ from typing import Callable, Dict, Sequence
 import torch
 from torch import nn
 from timm.task import ClassificationTask
+from timm.utils import unwrap_model
 
 
 def deep_supervision_loss(
@@ -18,14 +19,6 @@ def deep_supervision_loss(
     return sum(w * criterion(logits, target) for w, logits in zip(weights, stage_logits))
 
 
-def _unwrap(module: nn.Module) -> nn.Module:
-    while True:
-        inner = getattr(module, 'module', None) or getattr(module, '_orig_mod', None)
-        if inner is None:
-            return module
-        module = inner
-
-
 class DeepSupervisionTask(ClassificationTask):
     """Classification loss at every stage of a staged model (e.g. :class:`timm_odevit.BViT` with
     ``stages=(3, 6, 9, 12)``).
@@ -37,15 +30,14 @@ class DeepSupervisionTask(ClassificationTask):
     """
 
     def __init__(self, model: nn.Module, *args, **kwargs):
-        inner = _unwrap(model)
+        inner = unwrap_model(model)
         if not hasattr(inner, 'stage_outputs') or not hasattr(inner, 'stage_weights'):
-            raise TypeError(f'{type(inner).__name__} has no stages: deep supervision needs a model with '
-                            'stage_outputs and stage_weights (e.g. bvit_* with stages=...)')
+            raise TypeError(f'{type(inner).__name__} has no stages: give deep supervision a model with stage_outputs '
+                            'and stage_weights (e.g. bvit_* with stages=...)')
         stages, points = tuple(getattr(inner, 'stages', ())), getattr(inner, 'num_time_points', None)
         if stages and points is not None and stages[-1] > points:
-            raise ValueError(f'{type(inner).__name__} supervises stages {stages} but its horizon has {points} time '
-                             f'points: build it with iterations >= {stages[-1]} (or set_iterations), or with stages '
-                             f'within 1..{points}')
+            raise ValueError(f'{type(inner).__name__} supervises stages {stages} beyond its {points} time points: '
+                             f'build it with iterations >= {stages[-1]}, or with stages within 1..{points}')
         inner.stage_outputs = True
         super().__init__(model, *args, **kwargs)
 
@@ -53,6 +45,6 @@ class DeepSupervisionTask(ClassificationTask):
         output = self.trainable_module(input)
         if torch.is_tensor(output):  # eval mode: the final logits only
             return {'loss': self.criterion(output, target), 'output': output}
-        stage_logits, weights = output, _unwrap(self.trainable_module).stage_weights
+        stage_logits, weights = output, unwrap_model(self.trainable_module).stage_weights
         loss = deep_supervision_loss(stage_logits, target, self.criterion, weights)
         return {'loss': loss, 'output': stage_logits[-1]}

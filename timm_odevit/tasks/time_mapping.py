@@ -14,18 +14,14 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from .._checks import check_number
+
 MAPPINGS = ('uniform', 'arclength', 'softmax')
 
 
 def check_temperature(temperature: float) -> float:
     """The softmax mapping's T must be a finite number > 0 (the reference uses 30)."""
-    try:
-        ok = not isinstance(temperature, bool) and math.isfinite(temperature) and temperature > 0
-    except TypeError:
-        ok = False
-    if not ok:
-        raise ValueError(f'mapping temperature must be a finite number > 0 (reference: 30), got {temperature!r}')
-    return float(temperature)
+    return check_number('mapping temperature', temperature, positive=True)
 
 
 def teacher_step_distances(hidden: Sequence[torch.Tensor]) -> List[float]:

@@ -35,7 +35,8 @@ from timm.task.distillation import DistillationTeacher
 from timm.utils import AttentionExtract, unwrap_model
 
 from ..layers import depth_stack
-from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss
+from .._checks import check_number, is_int
+from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss, resample_square
 from .time_mapping import MAPPINGS, check_temperature, map_teacher_to_student, teacher_step_distances
 
 _logger = logging.getLogger(__name__)
@@ -45,16 +46,6 @@ TEACHER_KINDS = 'timm ViT-family teachers (vit_*, deit_*, eva*, beit*, ...)'
 
 def _has_class_token(model: nn.Module) -> bool:
     return bool(getattr(model, 'has_class_token', getattr(model, 'cls_token', None) is not None))
-
-
-def _check_weight(name: str, value: float) -> float:
-    try:
-        ok = not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    except TypeError:
-        ok = False
-    if not ok:
-        raise ValueError(f'{name} must be a finite number >= 0, got {value!r}')
-    return float(value)
 
 
 def _teacher_pool(teacher: nn.Module) -> str:
@@ -152,41 +143,8 @@ def teacher_from_checkpoint(name: str, checkpoint: str, model_kwargs: Optional[D
     A train.py checkpoint is rebuilt with its own ``--model-kwargs`` (``model_kwargs`` override them) and gives
     the weights its run selected on (EMA with --model-ema, else raw); a bare state dict is built with
     ``model_kwargs``. The class count is the checkpoint's head. Read with ``weights_only=True``."""
-    from ..hub import load_checkpoint_file, selected_weights
-    ckpt = load_checkpoint_file(checkpoint, 'teacher checkpoint')
-    if not isinstance(ckpt, dict):
-        raise ValueError(f'teacher checkpoint {checkpoint!r} is not a state dict (got {type(ckpt).__name__})')
-    kwargs = {}
-    if isinstance(ckpt.get('state_dict'), dict):  # a train.py checkpoint
-        args = ckpt.get('args')
-        arch = ckpt.get('arch') or getattr(args, 'model', None)
-        if arch and arch != name:
-            raise ValueError(f'teacher checkpoint {checkpoint!r} is of architecture {arch!r}, not the teacher '
-                             f'{name!r} (--kd-model-name)')
-        kwargs.update(getattr(args, 'model_kwargs', None) or {})
-        state = ckpt['state_dict_ema' if selected_weights(ckpt) == 'ema' else 'state_dict']
-    else:
-        state = ckpt
-    state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in state.items()}
-    kwargs.update(model_kwargs or {})
-    probe = create_model(name, pretrained=False, device='meta', **kwargs)
-    head = probe.pretrained_cfg.get('classifier', 'head')
-    head = head[0] if isinstance(head, (tuple, list)) else head
-    kwargs.setdefault('num_classes', state[f'{head}.weight'].shape[0] if f'{head}.weight' in state else 0)
-    model = create_model(name, pretrained=False, **kwargs)
-    try:
-        missing, unexpected = model.load_state_dict(state, strict=False)
-    except RuntimeError as e:  # shape mismatches
-        raise ValueError(f'teacher checkpoint {checkpoint!r} does not fit architecture {name!r} built with '
-                         f'{kwargs}: {e}') from e
-    if missing or unexpected:
-        raise ValueError(f'teacher checkpoint {checkpoint!r} does not fit architecture {name!r} built with '
-                         f'{kwargs}: {len(missing)} missing keys (e.g. {missing[:3]}), '
-                         f'{len(unexpected)} unexpected keys (e.g. {unexpected[:3]})')
-    return model
-
-
-_teacher_from_checkpoint = teacher_from_checkpoint  # former name
+    from ..hub import model_from_checkpoint
+    return model_from_checkpoint(checkpoint, model_name=name, model_kwargs=model_kwargs, what='teacher checkpoint')[0]
 
 
 class TrajectoryStudent(nn.Module):
@@ -287,18 +245,18 @@ class TrajectoryDistillationTask(TrainingTask):
             raise ValueError(f'Unknown tokens {tokens!r}; choose one of {TOKEN_MODES}')
         mapping_temperature = check_temperature(mapping_temperature)
         if task_loss_weight is not None:
-            _check_weight('task_loss_weight', task_loss_weight)
+            check_number('task_loss_weight', task_loss_weight)
         if distill_loss_weight is None and task_loss_weight is not None:
             if task_loss_weight > 1:
                 raise ValueError(f'task_loss_weight={task_loss_weight!r} > 1 makes the default distill_loss_weight '
                                  '(1 - task_loss_weight) negative: give distill_loss_weight explicitly')
             distill_loss_weight = 1. - task_loss_weight
         distill_loss_weight = 1. if distill_loss_weight is None else distill_loss_weight
-        self.distill_loss_weight = _check_weight('distill_loss_weight', distill_loss_weight)
+        self.distill_loss_weight = check_number('distill_loss_weight', distill_loss_weight)
         self.task_loss_weight = 1. if task_loss_weight is None else float(task_loss_weight)
-        self.attn_mass_weight = _check_weight('attn_mass_weight', attn_mass_weight)
-        self.jasmin_weight = _check_weight('jasmin_weight', jasmin_weight)
-        if isinstance(jasmin_k, bool) or not isinstance(jasmin_k, int) or jasmin_k < 2:
+        self.attn_mass_weight = check_number('attn_mass_weight', attn_mass_weight)
+        self.jasmin_weight = check_number('jasmin_weight', jasmin_weight)
+        if not is_int(jasmin_k) or jasmin_k < 2:
             raise ValueError(f'jasmin_k must be an integer >= 2 (the rank compared with the top attention '
                              f'probability; reference: 2 distillation, 10 free), got {jasmin_k!r}')
         student = unwrap_model(student_model)
@@ -365,21 +323,19 @@ class TrajectoryDistillationTask(TrainingTask):
         """Copy (not share) the teacher's patch embedding, [CLS] and position embedding, frozen; and
         its classifier when the shapes match."""
         copied = []
-        pairs = [('patch_embed', 'patch_embed'), ('cls_token', 'cls_token'), ('pos_embed', 'pos_embed')]
-        for s_name, t_name in pairs:
-            s_obj, t_obj = getattr(student, s_name, None), getattr(teacher, t_name, None)
+        for name in ('patch_embed', 'cls_token', 'pos_embed'):
+            s_obj, t_obj = getattr(student, name, None), getattr(teacher, name, None)
             if s_obj is None or t_obj is None:
                 continue
-            s_state = s_obj.state_dict() if isinstance(s_obj, nn.Module) else {'': s_obj}
-            t_state = t_obj.state_dict() if isinstance(t_obj, nn.Module) else {'': t_obj}
-            if s_state.keys() != t_state.keys() or any(s_state[k].shape != t_state[k].shape for k in s_state):
-                raise ValueError(f'cannot initialise the student {s_name} from the teacher: shapes differ '
-                                 f'({ {k: tuple(v.shape) for k, v in s_state.items()} } vs '
-                                 f'{ {k: tuple(v.shape) for k, v in t_state.items()} })')
+            s_state, t_state = ({'': o} if isinstance(o, torch.Tensor) else o.state_dict() for o in (s_obj, t_obj))
+            shapes = [{k: tuple(v.shape) for k, v in state.items()} for state in (s_state, t_state)]
+            if shapes[0] != shapes[1]:
+                raise ValueError(f'cannot initialise the student {name} from the teacher, whose shapes differ '
+                                 f'({shapes[0]} vs {shapes[1]}): build the student like the teacher, or do not init it')
             for k in s_state:
                 s_state[k].copy_(t_state[k])
-            (s_obj.requires_grad_(False) if isinstance(s_obj, nn.Module) else s_obj.requires_grad_(False))
-            copied.append(s_name)
+            s_obj.requires_grad_(False)
+            copied.append(name)
         s_head, t_head = student.get_classifier(), teacher.get_classifier()
         if isinstance(s_head, nn.Linear) and isinstance(t_head, nn.Linear) and s_head.weight.shape == t_head.weight.shape:
             s_head.load_state_dict(t_head.state_dict())
@@ -508,12 +464,8 @@ class TrajectoryDistillationTask(TrainingTask):
 
     def get_eval_model(self, module: Optional[nn.Module] = None, ema: bool = False) -> Optional[nn.Module]:
         resolved = super().get_eval_model(module=module, ema=ema)
-        current = resolved
-        while current is not None:
-            if isinstance(current, TrajectoryStudent):
-                return current.student
-            current = getattr(current, 'module', None)
-        return resolved
+        inner = unwrap_model(resolved) if resolved is not None else None
+        return inner.student if isinstance(inner, TrajectoryStudent) else resolved
 
     def get_task_state(self, module: Optional[nn.Module] = None, ema: bool = False) -> Dict[str, Any]:
         module = module if module is not None else self.get_trainable_module(ema=ema)
@@ -546,7 +498,11 @@ class TrajectoryDistillationTask(TrainingTask):
             pooled = _pool(s_prefix, s_patches, self.teacher_pool, self.pool_include_prefix)  # pooled as the teacher
             kd = F.mse_loss(pooled, self._targets(t_state))
             if self.tokens == 'all':
-                kd = kd + F.mse_loss(s_patches, self._resample_patches(t_state[1], s_patches.shape[1]))
+                t_patches = t_state[1]
+                if t_patches.shape[1] != s_patches.shape[1]:  # the teacher's patch grid -> the student's
+                    t_patches = resample_square(t_patches.transpose(1, 2), s_patches.shape[1], 'bilinear')
+                    t_patches = t_patches.transpose(1, 2)
+                kd = kd + F.mse_loss(s_patches, t_patches)
             kd_losses.append(kd)
         kd_loss = torch.stack(kd_losses).mean()
         task_loss = self.criterion(logits, target)
@@ -570,17 +526,3 @@ class TrajectoryDistillationTask(TrainingTask):
                     [jasmin_loss(field.attention_probs(z), self.jasmin_k) for z in late]).mean()
                 result['loss'] = result['loss'] + self.jasmin_weight * result['jasmin_loss']
         return result
-
-    @staticmethod
-    def _resample_patches(patches: torch.Tensor, num_student_patches: int) -> torch.Tensor:
-        """Teacher patch tokens (B, M_t, D) on an (h, w) grid -> the student's grid (B, M_s, D)."""
-        B, M, D = patches.shape
-        if M == num_student_patches:
-            return patches
-        side_t, side_s = round(M ** 0.5), round(num_student_patches ** 0.5)
-        if side_t ** 2 != M or side_s ** 2 != num_student_patches:
-            raise ValueError(f'tokens="all" needs square patch grids, got {M} teacher / {num_student_patches} '
-                             'student patches; use tokens="cls"')
-        grid = patches.transpose(1, 2).reshape(B, D, side_t, side_t)
-        grid = F.interpolate(grid, size=(side_s, side_s), mode='bilinear', align_corners=False)
-        return grid.flatten(2).transpose(1, 2)

@@ -1,11 +1,11 @@
-"""ODEBlock refuses random fields where the gradient or the step control would be silently wrong."""
+"""ContinuousDepthStack refuses random fields where the gradient or the step control would be silently wrong."""
 import pytest
 import torch
 from timm.layers import DropPath
 from timm.models.vision_transformer import Block
 from torch import nn
 
-from timm_odevit.layers import ODEBlock, ODEViTField, SolverConfig
+from timm_odevit.layers import ContinuousDepthStack, ODEViTField, SolverConfig
 from timm_odevit.layers.block_fields import BlockField
 from timm_odevit.layers.depth_stack import active_stochastic_modules
 
@@ -13,7 +13,7 @@ from timm_odevit.layers.depth_stack import active_stochastic_modules
 def _block(adjoint=False, method='euler', **drops):
     torch.manual_seed(0)
     field = ODEViTField(16, 2, mlp_ratio=2., depth_scale=1., **drops)
-    return ODEBlock(field, SolverConfig(method=method, steps=4, adjoint=adjoint))
+    return ContinuousDepthStack(field, SolverConfig(method=method, steps=4, adjoint=adjoint))
 
 
 @pytest.mark.parametrize('drop', ['attn_drop', 'proj_drop', 'drop_path'])
@@ -34,7 +34,7 @@ def test_adaptive_solver_with_active_dropout_is_refused(method):
 
 
 def test_drop_path_of_a_timm_block_is_found():
-    block = ODEBlock(BlockField(Block(16, 2, drop_path=0.1)), SolverConfig(steps=2, adjoint=True)).train()
+    block = ContinuousDepthStack(BlockField(Block(16, 2, drop_path=0.1)), SolverConfig(steps=2, adjoint=True)).train()
     assert active_stochastic_modules(block.field) == ['block.drop_path1', 'block.drop_path2']
     with pytest.raises(ValueError, match='block.drop_path1, block.drop_path2'):
         block(torch.randn(1, 3, 16))
