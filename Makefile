@@ -28,8 +28,9 @@ $(STAMP): pyproject.toml
 train: $(STAMP)
 	$(BIN)/python -m timm_odevit.train --config $(CONFIG) $(DATA_ARGS) --output $(OUTPUT) $(ARGS)
 
+# one thread per test worker: two workers of two threads each on two cores run slower than one each
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --durations=15 $(ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=15 $(ARGS)
 
 bench: $(STAMP)
 	cd bench && for s in throughput solver_overhead memory_vs_steps model_table plots; do ../$(BIN)/python $$s.py || exit 1; done
