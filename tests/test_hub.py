@@ -448,3 +448,14 @@ def test_nfe_of_an_adaptive_solver_is_the_mean_per_image(eval_dir):
     assert metrics['images'] == sum(n for _, n in per_batch) == 30
     assert len({nfe for nfe, _ in per_batch}) > 1  # the counts do differ, or the test proves nothing
     assert metrics['nfe'] == pytest.approx(sum(nfe * n for nfe, n in per_batch) / 30, abs=0.01)
+
+
+def test_export_writes_with_the_umasks_permissions_not_private_ones(exported):
+    """Staging folders and temporary files are created as open() / mkdir() create them (tempfile's are 0o700 / 0o600:
+    a swapped-in release would be unreadable to the other users of a shared install)."""
+    folder = exported[0]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert folder.stat().st_mode & 0o777 == 0o777 & ~umask
+    # model.safetensors is safetensors' own file (written 0o600 by safetensors itself)
+    assert all(p.stat().st_mode & 0o777 == 0o666 & ~umask for p in folder.iterdir() if p.suffix != '.safetensors')

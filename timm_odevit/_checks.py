@@ -7,7 +7,7 @@ import numbers
 import os
 import pathlib
 import shutil
-import tempfile
+import uuid
 
 
 def is_int(value) -> bool:
@@ -18,6 +18,13 @@ def is_int(value) -> bool:
 def is_real(value) -> bool:
     """A real number (int, float, NumPy scalar), not a bool; may be inf / nan."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_int(name: str, value, minimum: int = 1) -> int:
+    """``value`` as an int; ValueError unless it is an integer >= ``minimum``."""
+    if not is_int(value) or value < minimum:
+        raise ValueError(f'{name} must be an integer >= {minimum}, got {value!r}')
+    return int(value)
 
 
 def check_number(name: str, value, positive: bool = False) -> float:
@@ -35,25 +42,24 @@ def read_json(path, kind: type = dict):
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ValueError(f'cannot read {path} ({type(e).__name__}: {e}): restore or regenerate the file') from e
     if not isinstance(value, kind):
-        raise ValueError(f'{path} holds a JSON {type(value).__name__}, not a {kind.__name__}: restore or regenerate '
-                         'the file')
+        raise ValueError(f'{path} holds a JSON {type(value).__name__}, not a {kind.__name__}: restore or regenerate it')
     return value
 
 
 def write_atomic(path, data) -> None:
     """``path`` holds ``data`` (str or bytes) afterwards, or what it held before, never a part: written to a temporary
-    file in the same folder, synced, then ``os.replace``d over it."""
+    file in the same folder (created as ``open`` creates files: the umask's permissions), synced, then
+    ``os.replace``d over it."""
     path = pathlib.Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
+    tmp = path.with_name(f'.{path.name}.{uuid.uuid4().hex[:8]}.tmp')
     try:
-        with os.fdopen(fd, 'wb') as f:
+        with open(tmp, 'xb') as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -68,7 +74,8 @@ def replaced_folder(dst):
             left.rename(dst)
         else:
             shutil.rmtree(left, ignore_errors=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f'.{dst.name}.partial-', dir=dst.parent))
+    tmp = dst.with_name(f'.{dst.name}.partial-{uuid.uuid4().hex[:8]}')
+    tmp.mkdir()  # with the umask's permissions (tempfile's folders are private)
     old = tmp.with_name(tmp.name + '.old')
     try:
         yield tmp

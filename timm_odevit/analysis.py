@@ -12,7 +12,6 @@ timm ViT) and a normalised image batch x (B, C, H, W):
     lipschitz_estimate(model, x)    -> max over the trajectory of ‖∂ψ/∂X‖₂ (power iteration)
     euler_error_bound(model, x)     -> (e^L − 1)/(2 L N) · sup‖Ẍ‖ (the reference's global-error bound)
 """
-import contextlib
 import math
 from typing import Callable, Dict, Optional, Tuple
 
@@ -21,38 +20,17 @@ from torch import nn
 
 from torchdiffeq import odeint
 
-from ._checks import is_real
-from .layers import attention_probs, depth_stack  # noqa: F401  (attention_probs: part of this API)
+from ._checks import check_int, is_real
+from .layers import attention_probs, depth_stack, explicit_attention  # noqa: F401  (attention_probs: part of this API)
 from .models import embed_tokens
-
-
-def _check_count(name: str, value, minimum: int = 1) -> int:
-    """ValueError unless ``value`` is an integer >= ``minimum`` (0 steps / iterations give no estimate)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f'{name} must be an integer >= {minimum}, got {value!r}')
-    return value
+from .tasks.attention_losses import cls_attention_mass as _cls_mass
 
 
 def _check_fraction(name: str, value, low_open: bool = True, high_open: bool = False) -> float:
     """ValueError unless ``value`` is a number in (0, 1] (NaN fails), or the interval the flags say."""
     if not is_real(value) or not ((0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)):
-        raise ValueError(f'{name} must be a number in {"(" if low_open else "["}0, 1{")" if high_open else "]"}, '
-                         f'got {value!r}')
+        raise ValueError(f'{name} must be a number in {"[("[low_open]}0, 1{"])"[high_open]}, got {value!r}')
     return float(value)
-
-
-@contextlib.contextmanager
-def explicit_attention(model: nn.Module):
-    """Use the explicit (non-fused) attention path, which forward-mode AD (JVP) supports."""
-    mods = [m for m in model.modules() if hasattr(m, 'fused_attn')]
-    saved = [m.fused_attn for m in mods]
-    for m in mods:
-        m.fused_attn = False
-    try:
-        yield model
-    finally:
-        for m, v in zip(mods, saved):
-            m.fused_attn = v
 
 
 def field_fn(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -94,9 +72,7 @@ def cls_attention_mass(model: nn.Module, maps: torch.Tensor,
     for another input size, e.g. ``model.patch_embed.dynamic_feat_size(x.shape[-2:])``)."""
     if not getattr(model, 'has_class_token', False):
         raise ValueError('the model has no [CLS] token')
-    n_prefix = model.num_prefix_tokens
-    mass = maps[:, :, :, 0, n_prefix:].mean(2)  # (P + 1, B, M)
-    mass = mass / mass.sum(-1, keepdim=True)
+    mass = _cls_mass(maps, model.num_prefix_tokens)  # (P + 1, B, M)
     h, w = grid if grid is not None else model.patch_embed.grid_size
     if h * w != mass.shape[-1]:
         raise ValueError(f'the maps have {mass.shape[-1]} patches but the grid is {h}x{w}'
@@ -135,7 +111,7 @@ def lyapunov_exponent_of_field(
 
     Returns λ and the per-step log growth (steps,).
     """
-    steps = _check_count('steps', steps)
+    steps = check_int('steps', steps)
     _check_fraction('transient', transient, low_open=False, high_open=True)
     if not (isinstance(t_end, (int, float)) and math.isfinite(t_end) and t_end > 0):
         raise ValueError(f't_end must be a finite number > 0, got {t_end!r}')
@@ -159,7 +135,7 @@ def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tup
     bViT recurrence, whose own Euler steps of h = 1 are the map). RK4 over ``steps`` steps as in the reference, in
     float64 on a copy of the model (trained fields can grow the state by many orders of magnitude)."""
     import copy
-    _check_count('steps', steps)
+    check_int('steps', steps)
     model = copy.deepcopy(model).double().eval()
     cfg = depth_stack(model).solver
     discrete = cfg.unit == 'iteration'
@@ -169,7 +145,7 @@ def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tup
 
 
 def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 0) -> float:
-    _check_count('iters (power iterations)', iters)
+    check_int('iters (power iterations)', iters)
     g = torch.Generator().manual_seed(seed)
     v = torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)
     v = v / v.norm()
@@ -186,7 +162,7 @@ def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 
 def lipschitz_estimate(model: nn.Module, x: torch.Tensor, iters: int = 20) -> float:
     """max over the trajectory's states of ‖∂ψ/∂X‖₂ by power iteration on JᵀJ (a local Lipschitz
     estimate of the field ψ on the data's trajectory)."""
-    _check_count('iters (power iterations)', iters)
+    check_int('iters (power iterations)', iters)
     f = field_fn(model)
     with torch.no_grad():
         states = trajectory(model, x[:1])

@@ -24,7 +24,7 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, 
 import torch
 from torch import nn
 
-from ._checks import is_int, is_real
+from ._checks import check_int, is_int, is_real
 from .evaluation import eval_mode
 from .layers.depth_stack import ContinuousDepthStack, depth_stack
 from .models._common import embed_tokens
@@ -71,10 +71,7 @@ class Settled(ExitRule):
     after ``patience + 1`` steps at the earliest."""
 
     def __init__(self, patience: int = 2):
-        if not is_int(patience) or patience < 1:
-            raise ValueError(f'Settled(patience=...) must be an integer >= 1 (consecutive steps with an unchanged '
-                             f'prediction), got {patience!r}')
-        self.patience = int(patience)
+        self.patience = check_int('Settled(patience=...)', patience)  # steps with an unchanged prediction
 
     def __call__(self, readout: Readout) -> torch.Tensor:
         return readout.unchanged >= self.patience
@@ -87,8 +84,7 @@ class Confident(ExitRule):
     """Stop once the top softmax probability of the head reaches ``threshold`` (0 < threshold <= 1)."""
 
     def __init__(self, threshold: float = 0.9):
-        if (not is_real(threshold) or not math.isfinite(threshold)
-                or not 0 < threshold <= 1):
+        if not is_real(threshold) or not 0 < threshold <= 1:  # NaN and inf fail too
             raise ValueError(f'Confident(threshold=...) must be a probability in (0, 1], got {threshold!r}')
         self.threshold = float(threshold)
 
@@ -112,8 +108,7 @@ class _Combined(ExitRule):
 
 def _check_rule(rule) -> ExitRule:
     if not isinstance(rule, ExitRule):
-        raise TypeError(f'rule must be an ExitRule (Settled(patience=k), Confident(threshold=p), or rules combined '
-                        f'with | and &), got {rule!r} ({type(rule).__name__})')
+        raise TypeError(f'rule must be an ExitRule (Settled(k), Confident(p), combined with | and &), got {rule!r}')
     return rule
 
 
@@ -163,22 +158,17 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None,
     if x.shape[0] == 0:
         raise ValueError('x is an empty batch (0 images): there is nothing to classify')
     if getattr(model, 'num_classes', 1) == 0:
-        raise ValueError('the model has no classifier head (num_classes=0): early exit reads predictions from the '
-                         'head (reset_classifier(num_classes) first)')
+        raise ValueError('the model has no classifier head to read (num_classes=0): reset_classifier(n) first')
     L = len(stack)
-    if max_steps is None:
-        max_steps = L
+    max_steps = L if max_steps is None else max_steps
     if not is_int(max_steps) or not 1 <= max_steps <= L:
-        raise ValueError(f'max_steps must be an integer in 1..{L} (the intervals of the model\'s grid, '
-                         f'{stack.solver.describe()}), got {max_steps!r}')
+        raise ValueError(f"max_steps must be an integer in 1..{L} (the model's grid intervals), got {max_steps!r}")
     B = x.shape[0]
     with torch.no_grad(), eval_mode(model):
         z = embed_tokens(model, x)                                      # (B, N, D)
         active = torch.arange(B, device=x.device)                       # original index of each running image
-        nfe = torch.zeros(B, dtype=torch.long, device=x.device)
-        steps = torch.zeros(B, dtype=torch.long, device=x.device)
-        logits_out = predictions = None
-        previous = unchanged = None
+        nfe, steps, predictions = (torch.zeros(B, dtype=torch.long, device=x.device) for _ in range(3))
+        logits_out = previous = unchanged = None
         for i in range(max_steps):
             before = stack.nfe if i > 0 else 0
             z = stack[i](z)
@@ -188,18 +178,14 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None,
                 raise ValueError(f'the head returned shape {tuple(logits.shape)}; early exit needs class logits (B, C)')
             if logits_out is None:
                 logits_out = logits.new_empty((B, logits.shape[1]))
-                predictions = torch.empty(B, dtype=torch.long, device=x.device)
             prediction = logits.argmax(dim=-1)
-            if previous is None:
-                unchanged = torch.zeros_like(prediction)
-            else:
-                unchanged = torch.where(prediction == previous, unchanged + 1, torch.zeros_like(unchanged))
+            unchanged = torch.zeros_like(prediction) if previous is None else \
+                torch.where(prediction == previous, unchanged + 1, torch.zeros_like(unchanged))
             done = rule(Readout(i + 1, logits, logits.float().softmax(dim=-1), prediction, unchanged))
             if not isinstance(done, torch.Tensor) or done.dtype != torch.bool or done.shape != prediction.shape:
                 raise TypeError(f'{rule!r} must return a bool tensor of shape {tuple(prediction.shape)}, got '
                                 f'{getattr(done, "dtype", type(done).__name__)} {tuple(getattr(done, "shape", ()))}')
-            if i == max_steps - 1:
-                done = torch.ones_like(done)
+            done = done | (i == max_steps - 1)
             finished = active[done]
             logits_out[finished] = logits[done]
             predictions[finished] = prediction[done]
@@ -219,18 +205,13 @@ def _grid_changes(stack: ContinuousDepthStack, grid: GridSpec) -> Tuple[str, Dic
     """A grid spec -> (label, changes): an int = steps of the current method (iterations of a recurrence),
     ``(method, steps)``, or a dict of ``set_solver`` settings."""
     if is_int(grid):
-        if grid < 1:
-            raise ValueError(f'a grid of {grid} steps: steps must be >= 1')
-        return f'{stack.solver.method} {grid}', {'steps': int(grid)}
+        return f'{stack.solver.method} {grid}', {'steps': check_int('grid steps', grid)}
     if isinstance(grid, tuple) and len(grid) == 2 and isinstance(grid[0], str):
         method, steps = grid
-        if not is_int(steps) or steps < 1:
-            raise ValueError(f'grid {grid!r}: steps must be an integer >= 1')
-        return f'{method} {steps}', {'method': method, 'steps': int(steps)}
+        return f'{method} {steps}', {'method': method, 'steps': check_int(f'grid {grid!r}: steps', steps)}
     if isinstance(grid, dict) and grid:
         return ', '.join(f'{k}={v}' for k, v in grid.items()), dict(grid)
-    raise ValueError(f'bad grid {grid!r}: give steps (int), (method, steps) such as ("euler", 6), or a dict of '
-                     'set_solver settings')
+    raise ValueError(f'bad grid {grid!r}: give steps (int), (method, steps) such as ("euler", 6), or set_solver kwargs')
 
 
 def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[GridSpec] = (2, 3, 4, 6, 8, 12, 16, 24),

@@ -52,19 +52,16 @@ def open_rgb(path) -> 'PIL.Image.Image':
 def _check_destination(src: pathlib.Path, dst: pathlib.Path, settings: dict) -> None:
     """Refuse a dst that overlaps src, or that holds something other than this split."""
     if dst == src or src in dst.parents or dst in src.parents:
-        raise ValueError(f'--dst {dst} must be outside --src {src} (and not contain it): the split links to '
-                         'the images of src/train and replaces dst as a whole')
+        raise ValueError(f'--dst {dst} must be outside --src {src} (and not contain it): the split replaces it whole')
     if not dst.exists() or (dst.is_dir() and not any(dst.iterdir())):
         return
     stamp = dst / SETTINGS_FILE
     previous = read_json(stamp) if dst.is_dir() and stamp.is_file() else None
     if previous is None:
-        raise FileExistsError(f'--dst {dst} exists and is not a split made by this tool; delete it or choose '
-                              'another --dst')
+        raise FileExistsError(f'--dst {dst} exists and is not a split made by this tool; delete it or choose another')
     if previous != settings:
         changed = ', '.join(f'{k} {previous.get(k)!r} -> {v!r}' for k, v in settings.items() if previous.get(k) != v)
-        raise FileExistsError(f'--dst {dst} holds a split made with other settings ({changed}); delete it or '
-                              'choose another --dst')
+        raise FileExistsError(f'{dst} holds a split of other settings ({changed}); delete it or choose another --dst')
 
 
 def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dict:
@@ -84,8 +81,7 @@ def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dic
     unread = sorted({d.name for d in train.iterdir() if d.is_dir()} - set(classes))
     if unread:
         raise ValueError(f'class folders {unread} of {train} hold no image that timm reads as theirs (one of '
-                         f'{", ".join(get_img_extensions())} directly inside), so the split would drop them: convert '
-                         'their images or remove the folders')
+                         f'{", ".join(get_img_extensions())} directly inside): the split would drop them; convert them')
     settings = {'src': str(src), 'val_per_class': val_per_class, 'seed': seed}
     _check_destination(src, dst, settings)
 

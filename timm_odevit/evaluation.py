@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import torch
 
-from ._checks import is_int
+from ._checks import check_int, is_int
 from .data import open_rgb
 
 DEFAULT_GRIDS = (2, 3, 4, 6, 8, 12, 16, 24)  # Euler steps of an ODE model / iterations of a recurrent one
@@ -26,15 +26,13 @@ def image_folder(data_dir, split: str) -> Tuple[List[str], List[Tuple[str, int]]
     from timm.data.readers.reader_image_folder import find_images_and_targets
     folder = pathlib.Path(data_dir) / split
     if not folder.is_dir():
-        raise ValueError(f'no split {split!r}: {folder} is not a folder; give an ImageFolder root with '
-                         f'DIR/{split}/<class>/')
+        raise ValueError(f'no split {split!r}: {folder} is not a folder; give an ImageFolder root DIR/{split}/<class>/')
     samples, class_to_idx = find_images_and_targets(str(folder))
     if not samples:
         raise ValueError(f'no images in {folder}: expected {folder}/<class>/<image> with timm\'s image extensions')
     if '' in class_to_idx:
         loose = next(path for path, target in samples if target == class_to_idx[''])
-        raise ValueError(f'{folder} holds images outside class folders (e.g. {loose}): move them into '
-                         f'{folder}/<class>/')
+        raise ValueError(f'{folder} holds images outside class folders (e.g. {loose}): move them to {folder}/<class>/')
     return sorted(class_to_idx, key=class_to_idx.get), samples
 
 
@@ -77,8 +75,7 @@ def eval_transform(data_config: Dict[str, Any]):
     channels = data_config['input_size'][0]
     mean, std = tuple(data_config['mean']), tuple(data_config['std'])
     if len(mean) != channels or len(std) != channels or min(std) <= 0:
-        raise ValueError(f'mean {mean} and std {std} must each give {channels} values (one per input channel), std '
-                         '> 0: fix the pretrained_cfg')
+        raise ValueError(f'pretrained_cfg mean {mean} and std {std} must each give {channels} values, std > 0: fix it')
     return create_transform(**{k: data_config[k] for k in DATA_KEYS if k in data_config}), \
         'RGB' if channels == 3 else 'L'
 
@@ -88,8 +85,7 @@ def eval_loader(models: Sequence[torch.nn.Module], data_dir, split: str, batch_s
     """(classes, batches of (images, targets)) of ``data_dir/split`` with the models' shared eval preprocessing;
     the classes are checked against every model."""
     from timm.data import resolve_data_config
-    if not is_int(batch_size) or batch_size < 1:
-        raise ValueError(f'batch_size must be an integer >= 1, got {batch_size!r}')
+    check_int('batch_size', batch_size)
     configs = [resolve_data_config(model=m) for m in models]
     if any(c != configs[0] for c in configs):
         raise ValueError(f'the models preprocess differently ({configs}): evaluate them one at a time')

@@ -55,20 +55,20 @@ def load_checkpoint_file(path, what: str = 'checkpoint') -> Any:
             return load_file(path)
         with torch.serialization.safe_globals(list(TRAIN_CHECKPOINT_GLOBALS)):
             return torch.load(path, map_location='cpu', weights_only=True)
-    except pickle.UnpicklingError as e:
-        try:
-            unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-        except Exception:  # not a zip checkpoint: the scan itself fails
-            unsafe = []
-        if not unsafe:
-            raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint, corrupt or truncated ({e}): '
-                             're-download or re-save it') from None
-        raise ValueError(f'{what} {path!r} holds objects other than tensors and train.py arguments '
-                         f'({", ".join(unsafe)}), refused unloaded: re-save its state_dict from code you '
-                         'trust') from None
     except Exception as e:  # safetensors / torch raise their own types for truncated or corrupt files
+        unsafe = _unsafe_globals(path) if isinstance(e, pickle.UnpicklingError) else []
+        if unsafe:
+            raise ValueError(f'{what} {path!r} holds objects other than tensors and train.py arguments ('
+                             f'{", ".join(unsafe)}), refused: re-save its state_dict from code you trust') from None
         raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint, corrupt or truncated '
                          f'({type(e).__name__}: {e}): re-download or re-save it') from None
+
+
+def _unsafe_globals(path: str) -> List[str]:
+    try:
+        return torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # not a zip checkpoint: the scan itself fails
+        return []
 
 
 def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model_name: Optional[str] = None,
@@ -100,16 +100,8 @@ def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model
     info = {'architecture': name, 'model_kwargs': kwargs, 'epoch': epoch, 'selected': selected_weights(ckpt),
             'ema': selected_weights(ckpt) == 'ema' if use_ema is None else use_ema, 'metric': ckpt.get('metric'),
             'epoch_1based': None if epoch is None else int(epoch) + 1,
-            'train_args': {k: v if _is_json(v) else str(v) for k, v in vars(args or argparse.Namespace()).items()}}
+            'train_args': json.loads(json.dumps(vars(args or argparse.Namespace()), default=str))}  # JSON values
     return model.eval(), info
-
-
-def _is_json(value) -> bool:
-    try:
-        json.dumps(value)
-        return True
-    except TypeError:
-        return False
 
 
 # ---- export -------------------------------------------------------------------------------------
@@ -293,14 +285,12 @@ def verify_folder(folder) -> None:
     except Exception as e:
         if isinstance(e, ValueError) and str(folder) in str(e):
             raise
-        raise ValueError(f'{folder} does not load ({type(e).__name__}: {e}): fix its config.json or export it '
-                         'again') from e
+        raise ValueError(f'{folder} does not load ({type(e).__name__}: {e}): fix config.json or export it again') from e
     labels = config.get('label_names', config.get('pretrained_cfg', {}).get('label_names'))
     if labels is not None and (not isinstance(labels, list) or not all(isinstance(n, str) for n in labels)
                                or len(labels) != model.num_classes):
-        raise ValueError(f'{folder / "config.json"}: label_names must be a list of {model.num_classes} names, one per '
-                         f'output of the head, got {short(labels) if isinstance(labels, list) else repr(labels)}'
-                         + (f' ({len(labels)} names)' if isinstance(labels, list) else ''))
+        got = f'{short(labels)} ({len(labels)} names)' if isinstance(labels, list) else repr(labels)
+        raise ValueError(f'{folder}/config.json: label_names must be a list of {model.num_classes} names, got {got}')
 
 
 # ---- publish / cache ----------------------------------------------------------------------------

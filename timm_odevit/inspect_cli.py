@@ -28,9 +28,7 @@ def load_image(path: str, model) -> torch.Tensor:
 
 
 def _denormalise(x: torch.Tensor, model) -> torch.Tensor:
-    cfg = model.pretrained_cfg
-    mean = torch.tensor(cfg['mean']).view(3, 1, 1)
-    std = torch.tensor(cfg['std']).view(3, 1, 1)
+    mean, std = (torch.tensor(model.pretrained_cfg[k]).view(3, 1, 1) for k in ('mean', 'std'))
     return (x[0] * std + mean).clamp(0, 1).permute(1, 2, 0)
 
 
@@ -58,10 +56,10 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     fig = Figure(figsize=(3 * len(shown), 3.4))
     axes = fig.subplots(1, len(shown), squeeze=False)
     for ax, k in zip(axes[0], shown):
-        up = torch.nn.functional.interpolate(mass[k][None, None], size=(H, W), mode='nearest')[0, 0]
+        up, up_mask = (torch.nn.functional.interpolate(m[k][None, None].float(), size=(H, W), mode='nearest')[0, 0]
+                       for m in (mass, masks))
         ax.imshow(image)
         im = ax.imshow(up, cmap='inferno', alpha=0.6)
-        up_mask = torch.nn.functional.interpolate(masks[k][None, None].float(), size=(H, W), mode='nearest')[0, 0]
         ax.contour(up_mask, levels=[0.5], colors='cyan', linewidths=0.8)
         ax.set_title(f'{unit} = {times[k]:.2f}')
         ax.axis('off')
@@ -75,39 +73,32 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     _, s, v = torch.linalg.svd(centred, full_matrices=False)
     proj = centred @ v[:2].T
     explained = (s[:2] ** 2 / (s ** 2).sum()).tolist()
-    fig = Figure(figsize=(5, 4.2))
-    ax = fig.subplots()
+    ax = Figure(figsize=(5, 4.2)).subplots()
     ax.plot(proj[:, 0], proj[:, 1], color='0.6', lw=1)
-    sc = ax.scatter(proj[:, 0], proj[:, 1], c=times, cmap='viridis', s=25, zorder=3)
-    fig.colorbar(sc, ax=ax, label=unit)
-    ax.set_xlabel(f'PC 1 ({explained[0]:.0%} of variance)')
-    ax.set_ylabel(f'PC 2 ({explained[1]:.0%} of variance)')
-    ax.set_title('[CLS] trajectory (PCA projection)')
-    _save(fig, out / 'trajectory_pca.png')
+    ax.figure.colorbar(ax.scatter(proj[:, 0], proj[:, 1], c=times, cmap='viridis', s=25, zorder=3), ax=ax, label=unit)
+    ax.set(xlabel=f'PC 1 ({explained[0]:.0%} of variance)', ylabel=f'PC 2 ({explained[1]:.0%} of variance)',
+           title='[CLS] trajectory (PCA projection)')
+    _save(ax.figure, out / 'trajectory_pca.png')
 
     # displacement and energy
     disp = (states[1:] - states[:-1]).flatten(1).norm(dim=1)
     energy = states.flatten(1).pow(2).sum(1)
-    fig = Figure(figsize=(5.5, 4))
-    ax1 = fig.subplots()
+    ax1 = Figure(figsize=(5.5, 4)).subplots()
     ax1.plot(times[1:], disp, 'o-', color='tab:blue')
-    ax1.set_xlabel(unit)
+    ax1.set(xlabel=unit, title='Per-step displacement and energy')
     ax1.set_ylabel('displacement ‖X(t_k+1) − X(t_k)‖', color='tab:blue')
     ax2 = ax1.twinx()
     ax2.plot(times, energy, 's-', color='tab:red')
     ax2.set_ylabel('energy ‖X‖²', color='tab:red')
-    ax1.set_title('Per-step displacement and energy')
-    _save(fig, out / 'dynamics.png')
+    _save(ax1.figure, out / 'dynamics.png')
 
     # Lyapunov growth
-    fig = Figure(figsize=(5.5, 4))
-    ax = fig.subplots()
+    ax = Figure(figsize=(5.5, 4)).subplots()
     ax.plot(range(1, len(growth) + 1), growth, 'o-')
     ax.axhline(0, color='0.5', lw=0.8)
-    ax.set_xlabel('step')
-    ax.set_ylabel('log ‖v_k+1‖ / ‖v_k‖')
-    ax.set_title(f'Tangent growth of the [CLS] trajectory: λ_max = {lam:.3f}')
-    _save(fig, out / 'lyapunov.png')
+    ax.set(xlabel='step', ylabel='log ‖v_k+1‖ / ‖v_k‖',
+           title=f'Tangent growth of the [CLS] trajectory: λ_max = {lam:.3f}')
+    _save(ax.figure, out / 'lyapunov.png')
 
     probs = logits.softmax(-1)[0]
     summary = {

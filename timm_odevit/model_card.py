@@ -13,6 +13,8 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from .models._common import packaged_weights
+
 LEARNING_CURVE = 'learning_curve.png'
 TEMPLATE = pathlib.Path(__file__).with_name('model_card_template.md')  # the README.md, a jinja2 template
 TRAINING_LOG = 'summary.csv'  # train.py's per-epoch table, copied into the folder as is
@@ -56,8 +58,7 @@ def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: 
     pyplot's global state and backend are left alone)."""
     from matplotlib.figure import Figure
     epochs = [int(r['epoch']) + 1 for r in rows]  # train.py's epochs are 0-based
-    fig = Figure(figsize=(5.5, 3.4), dpi=110)
-    ax = fig.subplots()
+    ax = Figure(figsize=(5.5, 3.4), dpi=110).subplots()
     ax.plot(epochs, [r['eval_top1'] for r in rows], 'o-', color='C0', label='validation top-1')
     ax.set_xlabel('epoch')
     ax.set_ylabel('validation top-1 (%)', color='C0')
@@ -67,8 +68,8 @@ def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: 
         loss.plot(epochs, [r['train_loss'] for r in rows], 's--', color='C1', ms=3, label='train loss')
         loss.set_ylabel('train loss', color='C1')
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out)
+    ax.figure.tight_layout()
+    ax.figure.savefig(out)
 
 
 def family(model: torch.nn.Module) -> str:
@@ -238,13 +239,22 @@ def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info:
     citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
     discrete = family(model) == 'discrete'
     grey = size[0] == 1  # read as timm reads images for a one-channel model
+    tag = (repo_id or '').split('/')[-1]
+    packaged = bool(repo_id) and packaged_weights(tag).is_file()  # a release whose weights ship in the wheel
+    hub = f'`hf-hub:{repo_id}` once this folder is uploaded there' if repo_id else 'the Hub once uploaded'
+    install = ('Neither the package nor these weights are on PyPI or the Hugging Face Hub yet: install the package from '
+               'a checkout of its repository (`pip install .`). ' + (
+                   f'The wheel carries these weights: `{tag}` loads them with no network; this folder also loads as '
+                   f'`local-dir:PATH`, and {hub}.' if packaged else f'The weights load from this folder as '
+                   f'`local-dir:PATH`, and from {hub}.'))
     return str(ModelCard.from_template(
         data, template_path=str(TEMPLATE), name=name,
         description=_description(model, metrics.get('dataset_name') or data.datasets[0]),
         table='\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info)),
         train_command=train_command or 'timm train.py via `python -m timm_odevit.train`',
         recipe=', '.join(f'{k}={args[k]}' for k in RECIPE_KEYS if _shown(k, args)),
-        load=f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH', width=size[2], height=size[1],
+        install=install, load=tag if packaged else f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
+        width=size[2], height=size[1],
         mode='L' if grey else 'RGB', colour='96' if grey else '(128, 96, 64)',
         final='the last block output' if discrete else 'the state at the final time',
         points='blocks' if discrete else 'time points', retune=_retune(model, bool(grids)), curve=curve, grids=grids,

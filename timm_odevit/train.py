@@ -51,24 +51,20 @@ def cache_dir() -> pathlib.Path:
 def locate_script(script: str = 'train.py', explicit: Optional[str] = None, download: bool = True) -> pathlib.Path:
     """Find one of timm's scripts (:data:`SCRIPTS`; see module docstring for the search order)."""
     if explicit:
-        path = pathlib.Path(explicit)
-        path = path if path.name == script else path.with_name(script)
+        path = pathlib.Path(explicit).with_name(script)
         if not path.is_file():
             raise FileNotFoundError(f'timm {script} not found at {path}')
         return path
-    candidates = []
-    env_train = os.environ.get('TIMM_TRAIN_PY')
-    if script == 'validate.py' and os.environ.get('TIMM_VALIDATE_PY'):
-        candidates.append(pathlib.Path(os.environ['TIMM_VALIDATE_PY']))
-    if env_train:
-        candidates.append(pathlib.Path(env_train).with_name(script))
-    cached = cache_dir() / script
-    candidates += [cached, SHARED_SCRIPTS_DIR / script]
+    env_train, cached = os.environ.get('TIMM_TRAIN_PY'), cache_dir() / script
+    env_paths = [os.environ.get('TIMM_VALIDATE_PY') if script == 'validate.py' else None,
+                 env_train and pathlib.Path(env_train).with_name(script)]
+    candidates = [pathlib.Path(p) for p in env_paths if p] + [cached, SHARED_SCRIPTS_DIR / script]
     for path in candidates:
         if path.is_file():
             return path
     if env_train:
         raise FileNotFoundError(f'timm {script} not found at {candidates[0]}')
+    reason = 'downloading is disabled'
     if download:
         url = RAW_URL.format(version=timm.__version__, script=script)
         try:
@@ -79,8 +75,6 @@ def locate_script(script: str = 'train.py', explicit: Optional[str] = None, down
             return cached
         except OSError as e:
             reason = f'download from {url} failed ({e})'
-    else:
-        reason = 'downloading is disabled'
     raise FileNotFoundError(f"timm's {script} is not in the timm wheel and {reason}: pass --timm-train PATH (or set "
                             f'TIMM_TRAIN_PY) from a checkout of timm v{timm.__version__} (git clone --branch '
                             f'v{timm.__version__} https://github.com/huggingface/pytorch-image-models)')
@@ -103,11 +97,26 @@ def load_script(path: pathlib.Path):
     return module
 
 
-TRAJECTORY_DEFAULTS = {  # the trajectory-distillation flags and their defaults
-    'kd_teacher_checkpoint': None, 'kd_model_kwargs': {}, 'kd_mapping': 'uniform', 'kd_mapping_temperature': 30.,
-    'kd_tokens': 'cls', 'kd_ce_start_epoch': 0, 'kd_attn_mass_weight': 0., 'kd_jasmin_weight': 0., 'kd_jasmin_k': 2,
-    'kd_init_student': False,
+KD_FLAGS = {  # the trajectory-distillation flags (--kd-distill-type trajectory): their add_argument keywords
+    'kd_teacher_checkpoint': dict(default=None, type=str, help="the teacher's checkpoint file, read weights_only: "
+                                  'a train.py checkpoint of --kd-model-name (rebuilt with its own --model-kwargs; the '
+                                  'weights its run selected on, EMA with --model-ema) or a state dict of it'),
+    'kd_model_kwargs': dict(nargs='*', default={}, action='kwargs',
+                            help='kwargs of the teacher --kd-model-name (over those of a train.py teacher checkpoint)'),
+    'kd_mapping': dict(default='uniform', choices=['uniform', 'arclength', 'softmax'],
+                       help='teacher block -> student time point mapping'),
+    'kd_mapping_temperature': dict(default=30., type=float, help='T of the softmax mapping'),
+    'kd_tokens': dict(default='cls', choices=['cls', 'all'], help='tokens aligned per time point'),
+    'kd_ce_start_epoch': dict(default=0, type=int, help='epoch from which the CE loss is on'),
+    'kd_attn_mass_weight': dict(default=0., type=float,
+                                help='weight of the [CLS] attention-mass L1 (last teacher block vs last student step)'),
+    'kd_jasmin_weight': dict(default=0., type=float, help='weight of the JaSMin regulariser'),
+    'kd_jasmin_k': dict(default=2, type=int, help='JaSMin k (reference: 2 distillation, 10 free)'),
+    'kd_init_student': dict(action='store_true', default=False,
+                            help="copy the teacher's patch embedding, [CLS], pos embedding (frozen) and head"),
 }
+TRAJECTORY_DEFAULTS = {k: kw['default'] for k, kw in KD_FLAGS.items()}  # the flags' defaults
+KD_TASK_NAMES = {'kd_model_kwargs': 'teacher_model_kwargs', 'kd_init_student': 'init_student_from_teacher'}
 
 
 def _wrapper_parser(add_help: bool = False) -> argparse.ArgumentParser:
@@ -134,24 +143,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
             action.choices = list(action.choices) + ['trajectory']
             action.help = (action.help or '') + " 'trajectory': timm_odevit trajectory distillation."
     _wrapper_flags(parser.add_argument_group('timm_odevit wrapper (python -m timm_odevit.train / odevit-train)'))
+    parser.register('action', 'kwargs', ParseKwargs)  # KD_FLAGS' name for it
     group = parser.add_argument_group('timm_odevit trajectory distillation (--kd-distill-type trajectory)')
-    group.add_argument('--kd-teacher-checkpoint', default=None, type=str,
-                       help='local checkpoint file of the teacher: a train.py checkpoint of --kd-model-name (rebuilt '
-                            'with its own --model-kwargs; the weights its run selected on, EMA with --model-ema) or a '
-                            'state dict of that architecture; read weights_only')
-    group.add_argument('--kd-model-kwargs', nargs='*', default={}, action=ParseKwargs,
-                       help='kwargs of the teacher --kd-model-name (override those of a train.py teacher checkpoint)')
-    group.add_argument('--kd-mapping', default='uniform', choices=['uniform', 'arclength', 'softmax'],
-                       help='teacher block -> student time point mapping')
-    group.add_argument('--kd-mapping-temperature', default=30., type=float, help='T of the softmax mapping')
-    group.add_argument('--kd-tokens', default='cls', choices=['cls', 'all'], help='tokens aligned per time point')
-    group.add_argument('--kd-ce-start-epoch', default=0, type=int, help='epoch from which the CE loss is on')
-    group.add_argument('--kd-attn-mass-weight', default=0., type=float,
-                       help='weight of the [CLS] attention-mass L1 (last teacher block vs last student step)')
-    group.add_argument('--kd-jasmin-weight', default=0., type=float, help='weight of the JaSMin regulariser')
-    group.add_argument('--kd-jasmin-k', default=2, type=int, help='JaSMin k (reference: 2 distillation, 10 free)')
-    group.add_argument('--kd-init-student', action='store_true', default=False,
-                       help="copy the teacher's patch embedding, [CLS], pos embedding (frozen) and head")
+    for key, kwargs in KD_FLAGS.items():
+        group.add_argument('--' + key.replace('_', '-'), **kwargs)
 
 
 def uses_deep_supervision(model) -> bool:
@@ -172,9 +167,8 @@ def check_distillation_args(args) -> None:
         given = [f'--{k.replace("_", "-")}' for k, default in TRAJECTORY_DEFAULTS.items()
                  if getattr(args, k, default) != default]
         if given:
-            raise SystemExit(f'error: {", ".join(given)} appl{"ies" if len(given) == 1 else "y"} to '
-                             f'--kd-distill-type trajectory (got --kd-distill-type {args.kd_distill_type}); '
-                             'add --kd-distill-type trajectory, or drop them')
+            raise SystemExit(f'error: {", ".join(given)} appl{"ies" if len(given) == 1 else "y"} to --kd-distill-type '
+                             f'trajectory (got {args.kd_distill_type}): add --kd-distill-type trajectory, or drop them')
 
 
 def _install_tasks(module) -> None:
@@ -202,14 +196,10 @@ def _install_tasks(module) -> None:
             return feature_distillation(student_model=student_model, teacher_model=teacher_model, **kwargs)
         args.kd_distill_type = 'trajectory'  # ... and the args train.py saves in its checkpoints say what ran
         common = ('criterion', 'distill_loss_weight', 'task_loss_weight', 'device', 'dtype', 'verbose')
-        return TrajectoryDistillationTask(
-            student_model, teacher_model, teacher_checkpoint=args.kd_teacher_checkpoint, mapping=args.kd_mapping,
-            mapping_temperature=args.kd_mapping_temperature, tokens=args.kd_tokens,
-            ce_start_epoch=args.kd_ce_start_epoch, init_student_from_teacher=args.kd_init_student,
-            attn_mass_weight=args.kd_attn_mass_weight, jasmin_weight=args.kd_jasmin_weight,
-            jasmin_k=args.kd_jasmin_k, teacher_model_kwargs=args.kd_model_kwargs,
-            mean=getattr(args, 'mean', None), std=getattr(args, 'std', None),
-            **{k: kwargs[k] for k in common if k in kwargs})
+        flags = {KD_TASK_NAMES.get(k, k[3:]): getattr(args, k) for k in KD_FLAGS}  # the task's names for the flags
+        flags.update({k: getattr(args, k, None) for k in ('mean', 'std')})  # the data loader's normalisation
+        flags.update({k: kwargs[k] for k in common if k in kwargs})
+        return TrajectoryDistillationTask(student_model, teacher_model, **flags)
 
     feature_distillation = module.FeatureDistillationTask
     module._parse_args = parse_args
@@ -242,8 +232,7 @@ def checked_resume(original, ema: bool = False):
             keys = ('state_dict_ema', 'model_ema', 'state_dict', 'model') if ema else ('state_dict', 'model')
             state = next((ckpt[k] for k in keys if isinstance(ckpt, dict) and isinstance(ckpt.get(k), dict)), ckpt)
             if not isinstance(state, dict):
-                raise ValueError(f'--resume checkpoint {checkpoint_path!r} holds no state dict: give a train.py '
-                                 'checkpoint')
+                raise ValueError(f'--resume {checkpoint_path!r} holds no state dict: give a train.py checkpoint')
             check_state_dict(model, clean_state_dict(state), source=f'--resume checkpoint {checkpoint_path}')
         except (ValueError, OSError) as e:
             raise SystemExit(f'error: {e}') from None
@@ -377,8 +366,7 @@ def _check_image_folder(rest: List[str], config_path: Optional[str] = None) -> N
     if not root.exists():
         raise SystemExit(f'error: --data-dir {root} does not exist')
     if not any(p.suffix.lower() in exts for p in search.rglob('*')):
-        raise SystemExit(f'error: no images under {search}: expected an ImageFolder {search}/<class>/<image> with '
-                         f'{", ".join(sorted(exts))} images')
+        raise SystemExit(f'error: no images under {search}: expected <class>/<image> files ({", ".join(sorted(exts))})')
 
 
 def _option(rest: List[str], flag: str, config_path: Optional[str], aliases: tuple = ()):
@@ -433,15 +421,11 @@ def check_config_keys(parser: argparse.ArgumentParser, path) -> None:
     except (OSError, yaml.YAMLError) as e:
         raise SystemExit(f'error: cannot read --config {path}: {e}')
     if not isinstance(cfg, dict):
-        raise SystemExit(f'error: --config {path} must be a YAML mapping of option: value, '
-                         f'got {type(cfg).__name__}')
+        raise SystemExit(f'error: --config {path} must be a YAML mapping of option: value, got {type(cfg).__name__}')
     known = {a.dest for a in parser._actions if a.dest != argparse.SUPPRESS}
-    unknown = [k for k in cfg if k not in known]
-    if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(str(key).replace('-', '_'), known, n=1)
-            hints.append(f'{key!r}' + (f' (did you mean {close[0]!r}?)' if close else ''))
+    close = {k: difflib.get_close_matches(str(k).replace('-', '_'), known, n=1) for k in cfg if k not in known}
+    if close:
+        hints = [f'{k!r}' + (f' (did you mean {c[0]!r}?)' if c else '') for k, c in close.items()]
         raise SystemExit(f'error: unknown key(s) in --config {path}: {", ".join(hints)}. Keys are train.py option '
                          'names with underscores (--model-kwargs -> model_kwargs); see train.py --help')
 

@@ -11,8 +11,9 @@ Run from the repository root (the release tooling is not installed with the pack
 ``release`` takes the run's best held-out epoch by the metric train.py selected on (summary.csv's ``eval_top1``:
 the EMA weights' when the run validated an EMA, then ``model_best.pth.tar`` holds that epoch) and compares it with
 the release's recorded held-out top-1 (``record.json``), measured on the same split (name and image count, as timm's
-reader finds them in the run's ``data_dir``). Only when it is higher by more than the noise (one binomial standard
-error on the held-out images, or ``--min-gain``) does it export with :func:`timm_odevit.hub.export` (the test split
+reader finds them in the run's ``data_dir``). Only when it is higher by more than the noise, allowing for the pick of
+the best of k epochs (:func:`selection_margin`: √(2 ln k), at least 1, binomial standard errors on the held-out images;
+or ``--min-gain``) does it export with :func:`timm_odevit.hub.export` (the test split
 measured once, for the card) into a staging folder, extend the multi-cycle record there (``record.json``: every
 cycle's command, speed setting, wall time, held-out and test top-1 with their image counts; ``summary.csv`` with a
 ``cycle`` column, ``learning_curve.png`` across cycles and a "Training cycles" section in the card) and swap the
@@ -33,7 +34,7 @@ import json
 import math
 import pathlib
 import statistics
-import tempfile
+import uuid
 from typing import Any, Dict, List, Optional, Sequence
 
 from timm_odevit._checks import read_json
@@ -44,6 +45,7 @@ RECORD = 'record.json'
 SUMMARY = 'summary.csv'
 CURVE = 'learning_curve.png'
 CYCLE0_CURVE = 'learning_curve_cycle0.png'  # a first release's own curve, kept when it has no per-epoch record
+PREDICTIONS = 'test_predictions.json'  # the class the weights give each test image: checks re-measure any subset
 
 
 # ---- files --------------------------------------------------------------------------------------
@@ -65,6 +67,30 @@ def rows_text(rows: List[Dict[str, Any]]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue()
+
+
+def test_predictions(folder, eval_dir: str, split: str = 'test', top1: Optional[float] = None) -> Dict[str, Any]:
+    """The class the folder's weights predict for each image of ``eval_dir/split``, in timm's reader order, written to
+    the folder's ``test_predictions.json``: a check can re-run any subset of the images and must get the same classes,
+    and the card's top-1 follows from them and the labels. ``top1``: the export's measurement, which they must give."""
+    import timm
+    import torch
+    from timm_odevit.evaluation import batches, eval_loader
+    folder = pathlib.Path(folder)
+    model = timm.create_model(f'local-dir:{folder.resolve()}', pretrained=True).eval()
+    classes, loader = eval_loader([model], eval_dir, split)
+    predicted, correct = [], 0
+    with torch.no_grad():
+        for x, y in batches(loader):
+            p = model(x).argmax(-1)
+            predicted += p.tolist()
+            correct += int((p == y).sum())
+    if top1 is not None and abs(100 * correct / len(predicted) - top1) > 1e-6:
+        raise ValueError(f'the predictions of {folder} score {100 * correct / len(predicted)} %, the export measured '
+                         f'{top1} %: the evaluation is not deterministic')
+    out = {'split': split, 'images': len(predicted), 'classes': classes, 'predicted': predicted}
+    write_atomic(folder / PREDICTIONS, json.dumps(out) + '\n')
+    return out
 
 
 def card_top1(folder: pathlib.Path) -> float:
@@ -130,6 +156,12 @@ def noise_floor(top1: float, images: int) -> float:
     """One binomial standard error (points) of a top-1 of ``top1`` % measured on ``images`` images."""
     p = top1 / 100
     return 100 * math.sqrt(p * (1 - p) / images)
+
+
+def selection_margin(evaluations: int) -> float:
+    """Standard errors by which the best of ``evaluations`` held-out scores of equally good weights exceeds their
+    accuracy, about: the expected maximum of k standard normals, √(2 ln k), and at least 1 (one evaluation)."""
+    return max(1.0, math.sqrt(2 * math.log(evaluations)))
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -314,7 +346,9 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
     lines = []
     for c in record['cycles']:
         before = c.get('test_top1_before')
-        test = f"{'–' if before is None else f'{before:.2f}'} → {c['test_top1']:.2f}"
+        images = c.get('test_images') or record.get('test', {}).get('images')
+        test = (f"{'–' if before is None else f'{before:.2f}'} → {c['test_top1']:.2f}"
+                + (f" ± {1.96 * noise_floor(c['test_top1'], images):.2f}" if images else ''))
         command = c['command'].replace('|', '\\|').replace('\n', ' ')
         command = command if '`' in command else f'`{command}`'
         lines.append(f"| {c['cycle']} | {command} | {c['speed']['setting']} | {c['epochs']} | {_hours(c.get('seconds'))} "
@@ -333,13 +367,15 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
 
 Cycle 0 trained from scratch; every later cycle started from the weights released before it (a warm restart:
 fresh optimizer, short warm-up, cosine to zero) and replaced them only when its best held-out validation top-1 (best
-epoch of the cycle) beat theirs by more than one binomial standard error of that measurement (a criterion for
-measurement noise on the held-out images, not the seed-to-seed spread of a recipe). The details above describe the
-last cycle. [{RECORD}]({RECORD}) holds this table,
+epoch of the cycle) beat theirs by more than the measurement noise on the held-out images: one binomial standard
+error for the cycles released before December 2026, √(2 ln k) of them (at least one) since, for the best of k epochs
+(an allowance for that pick; neither is the seed-to-seed spread of a recipe). The same held-out images decided all
+{len(record['cycles']) - 1} later cycles. Test top-1 is given with its 95 % binomial interval. The details above
+describe the last cycle. [{RECORD}]({RECORD}) holds this table,
 [{SUMMARY}]({SUMMARY}) every epoch of every cycle (column `cycle`; epochs restart at 0 in each cycle) and the
 learning curve spans the cycles.{note} Total training time: {_hours(record['total_seconds'])}{'' if timed else ' (some cycles untimed)'}.
 
-| cycle | command | speed setting | epochs | wall time | held-out top-1 (weights, epoch) | test top-1 before → after |
+| cycle | command | speed setting | epochs | wall time | held-out top-1 (weights, epoch) | test top-1 before → after (95 %) |
 |---|---|---|---|---|---|---|
 ''' + '\n'.join(lines) + '\n' + (f'\nNotes:\n{notes}\n' if notes else '')
 
@@ -385,6 +421,7 @@ def init_record(release_dir, run_dir, command: str, eval_dir: str, eval_split: s
     if abs(card_top1(release_dir) - metrics['top1']) >= 0.005:
         raise ValueError(f"{release_dir / 'README.md'} states test top-1 {card_top1(release_dir)}, the weights measure "
                          f"{metrics['top1']:.2f} on {eval_dir}/{eval_split}: export the folder again")
+    test_predictions(release_dir, eval_dir, eval_split, metrics['top1'])
     cycle0 = cycle_entry(0, command, run, best, held, {'setting': speed_of(run['args'])}, metrics,
                          test_top1_before=None, per_epoch_record=(release_dir / SUMMARY).is_file(), note=note)
     record = new_record({'tag': release_dir.name, 'cycles': [cycle0]}, release_dir, run, best, held, metrics)
@@ -432,13 +469,16 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
                          f"{before['images']} '{before['split']}' images: validate a cycle on the release's held-out "
                          'split')
     speed_entry = check_speed(run['args'], speed, speed_record)
-    floor = noise_floor(before['top1'], before['images']) if min_gain is None else float(min_gain)
+    evaluations = len(run['rows'])  # the best of these epochs is compared: allow for picking it
+    se = noise_floor(before['top1'], before['images'])
+    floor = se * selection_margin(evaluations) if min_gain is None else float(min_gain)
     if floor < 0:
         raise ValueError(f'min_gain is a number of points >= 0, got {min_gain}')
     gain = best['top1'] - before['top1']
     decision = {'release': release_dir.name, 'run': str(run['dir']), 'epoch': best['epoch'],
                 'weights': best['weights'], 'val_top1': best['top1'], 'val_top1_before': before['top1'],
                 'val_images': held['images'], 'gain': round(gain, 4), 'required_gain': round(floor, 4),
+                'evaluations_compared': evaluations,
                 'improved': gain > floor, 'speed': speed_entry['setting'], 'released': False}
     criterion = None
     if select_grids:
@@ -449,14 +489,15 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
                      'val_top1_at_depth_before': measured['before'], 'val_top1_at_depth': measured['after'],
                      'mean_before': round(mean_before, 4), 'mean': round(mean_after, 4),
                      'mean_gain': round(mean_after - mean_before, 4), 'required_mean_gain': round(mean_floor, 4),
-                     'own_grid_gain': round(gain, 4), 'own_grid_allowed_loss': round(floor, 4)}
-        decision.update(criterion=criterion, improved=mean_after - mean_before > mean_floor and gain > -floor)
+                     'own_grid_gain': round(gain, 4), 'own_grid_allowed_loss': round(se, 4)}
+        decision.update(criterion=criterion, improved=mean_after - mean_before > mean_floor and gain > -se)
     if not decision['improved'] or dry_run:
         return decision
     if not eval_dir:
         raise ValueError('eval_dir: the data root whose test split the card measures')
     cycle = record['cycles'][-1]['cycle'] + 1
-    staging = pathlib.Path(tempfile.mkdtemp(dir=release_dir.parent, prefix=f'.{release_dir.name}.cycle-'))
+    staging = release_dir.with_name(f'.{release_dir.name}.cycle-{uuid.uuid4().hex[:8]}')
+    staging.mkdir()  # with the umask's permissions (tempfile's folders are private)
     try:  # the new folder is built whole in staging, then swapped in: an interruption leaves the old or the new one
         from timm_odevit.hub import DEFAULT_GRIDS, export
         folder = staging / release_dir.name
@@ -466,6 +507,7 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
         old_rows = read_rows(release_dir / SUMMARY) if (release_dir / SUMMARY).is_file() else []
         rows = merged_summary(old_rows, run['rows'], cycle, first_cycle=record['cycles'][0]['cycle'])
         write_atomic(folder / SUMMARY, rows_text(rows))
+        test_predictions(folder, eval_dir, eval_split, metrics['top1'])
         record['cycles'].append(cycle_entry(
             cycle, command, run, best, held, speed_entry, metrics, val_top1_before=before['top1'],
             test_top1_before=record['test']['top1'], started_from_sha256=record['weights_sha256'],

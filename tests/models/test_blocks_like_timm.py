@@ -198,7 +198,7 @@ def test_pruning_keeps_feature_info_recorded_args_and_export_in_step(name, tmp_p
         torch.testing.assert_close(reloaded.forward_features(x), model.forward_features(x))
     else:
         twin = copy.deepcopy(model)
-        assert twin.prune_intermediate_layers.model is twin
+        assert twin.prune_intermediate_layers.args[0] is twin
 
 
 # ---- grad checkpointing --------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def test_reset_classifier_and_set_input_size_are_checked(name):
     model = timm.create_model(name)
     with pytest.raises(ValueError, match='num_classes must be an integer >= 0'):
         model.reset_classifier(-1)
-    with pytest.raises(ValueError, match=r'divisible by the patch size \(4, 4\)'):
+    with pytest.raises(ValueError, match=r'not divisible by patch_size \(4, 4\)'):
         model.set_input_size(30)
     model.reset_classifier(0)  # 0 = features only: allowed
     assert model(torch.randn(1, 3, 32, 32)).shape == (1, model.num_features)

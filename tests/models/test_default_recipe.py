@@ -26,7 +26,7 @@ from timm_odevit.train import locate_script
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CIFAR = ROOT.parent / 'shared' / 'data' / 'cifar10'
 _FULL = os.environ.get('TIMM_ODEVIT_RECIPE_UPDATES')
-UPDATES = {32: int(_FULL or 22), 128: int(_FULL or 10)}  # per batch size
+UPDATES = {32: int(_FULL or 22), 128: int(_FULL or 8)}  # per batch size
 DIVERGES_BY = 12  # ODE-ViT's default SGD at batch 128 blew up at update 5-6 (bench/sgd_divergence.py)
 
 

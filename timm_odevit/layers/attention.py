@@ -1,5 +1,7 @@
 """Attention for the ODE-ViT vector field: timm's softmax attention (bias-free by default) and tied L2 attention."""
+import contextlib
 import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -67,3 +69,18 @@ def attention_probs(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
     qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, C // attn.num_heads).permute(2, 0, 3, 1, 4)
     q, k = attn.q_norm(qkv[0]), attn.k_norm(qkv[1])
     return ((q * attn.scale) @ k.transpose(-2, -1)).softmax(-1)
+
+
+@contextlib.contextmanager
+def explicit_attention(model: nn.Module):
+    """Use the explicit (non-fused) attention path of every attention module in ``model`` (forward-mode AD (JVP)
+    supports it; attention hooks see its softmax)."""
+    mods = [m for m in model.modules() if hasattr(m, 'fused_attn')]
+    saved = [m.fused_attn for m in mods]
+    for m in mods:
+        m.fused_attn = False
+    try:
+        yield model
+    finally:
+        for m, v in zip(mods, saved):
+            m.fused_attn = v

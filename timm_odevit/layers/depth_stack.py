@@ -34,8 +34,7 @@ def active_stochastic_modules(module: nn.Module) -> List[str]:
 
 def _check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
     if attn_mask is not None or is_causal:
-        raise ValueError('a continuous-depth stack\'s field attends over all tokens, so it takes no attention masks '
-                         'or causal attention: call it without attn_mask / is_causal')
+        raise ValueError('a continuous-depth stack attends over all tokens and takes no attention masks: drop them')
 
 
 def _hooked(module: nn.Module) -> bool:
@@ -56,9 +55,8 @@ def explain_non_finite(x0: torch.Tensor, field: nn.Module, config: SolverConfig,
     weights or input, float16 overflow, adaptive step control in half precision). Runs on the error path only."""
     bad = _non_finite_parameters(field)
     if bad:
-        return FloatingPointError(
-            f'the ODE field\'s weights hold NaN/Inf ({", ".join(bad)}), so the dynamics are not the cause: load sound '
-            'weights, call init_weights() after to_empty, or lower the lr if training diverged')
+        return FloatingPointError(f"the ODE field's weights hold NaN/Inf ({', '.join(bad)}): load sound weights, call "
+                                  'init_weights() after to_empty, or lower the lr if training diverged')
     if not bool(torch.isfinite(x0).all()):
         bad = _non_finite_parameters(model, skip=field)
         cause = (f'the model\'s weights hold NaN/Inf ({", ".join(bad)})' if bad else
@@ -68,10 +66,8 @@ def explain_non_finite(x0: torch.Tensor, field: nn.Module, config: SolverConfig,
     device = x0.device.type
     dtypes = {x0.dtype, torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x0.dtype}
     if error is not None:  # a failed adaptive solve
-        return FloatingPointError(f'{error}' + (': the adaptive step-size control failed in half precision, whose '
-                                  'rounding swamps its error estimate: integrate adaptive methods in float32 '
-                                  '(model.float(), no half autocast) or use a fixed-grid method'
-                                  if dtypes & {torch.float16, torch.bfloat16} else ''))
+        half = ': the adaptive step-size control failed in half precision: integrate in float32 or use a fixed grid'
+        return FloatingPointError(f'{error}' + (half if dtypes & {torch.float16, torch.bfloat16} else ''))
     if torch.float16 in dtypes:
         return FloatingPointError(f'ODE state became non-finite (NaN/Inf) with {config.describe()} in float16 '
                                   '(values above 65504 overflow): use bfloat16 or float32')
@@ -167,11 +163,9 @@ class ContinuousDepthStack(nn.Module):
     @solver.setter
     def solver(self, config: SolverConfig) -> None:
         if not isinstance(config, SolverConfig):
-            raise TypeError(f'solver must be a SolverConfig, got {type(config).__name__}: build one with '
-                            'SolverConfig(method=..., steps=...)')
+            raise TypeError(f'solver must be a SolverConfig, got {type(config).__name__}: build a SolverConfig()')
         if self.__dict__.get('_parent') is not None:
-            raise ValueError('this stack is a slice stack[:n] of a model\'s stack: change the solver of the stack '
-                             'itself (model.blocks)')
+            raise ValueError("this stack is a slice stack[:n]: change the solver of the model's stack (model.blocks)")
         removed = list(self._modules.values())[config.steps:]
         hooked = [str(m.index) for m in removed if _hooked(m)]
         if hooked:
@@ -281,8 +275,7 @@ class ContinuousDepthStack(nn.Module):
         if isinstance(item, slice):
             start, stop, step = item.indices(len(self))
             if start != 0 or step != 1 or stop < 1:
-                raise IndexError(f'a continuous-depth stack can only be cut to its first n intervals ([:n], '
-                                 f'1 <= n <= {len(self)}), got {item}')
+                raise IndexError(f'a stack is cut only to its first n intervals ([:n], n <= {len(self)}), got {item}')
             return self._view(stop)
         if not is_int(item) or not -len(self) <= item < len(self):
             raise IndexError(f'interval index {item!r} out of range for {len(self)} intervals')
@@ -330,8 +323,7 @@ class ContinuousDepthStack(nn.Module):
             return [rk_step(self._f, i * cfg.h, cfg.h, x, cfg.method)], cfg.evals_per_step
         if torch.compiler.is_exporting():
             raise ValueError(f'{cfg.describe()} cannot be exported: only fixed-grid Runge–Kutta methods without the '
-                             'adjoint have a graph of fixed shape, so export after set_solver(method="rk4", '
-                             'adjoint=False)')
+                             'adjoint can, so export after set_solver(method="rk4", adjoint=False)')
         stochastic = active_stochastic_modules(self.field) if cfg.adjoint or cfg.is_adaptive else []
         if stochastic:
             why = 'the adjoint backward pass re-samples the dropout masks' if cfg.adjoint else \
@@ -456,6 +448,5 @@ def depth_stack(model: nn.Module) -> ContinuousDepthStack:
     """The :class:`ContinuousDepthStack` of a timm_odevit model or an odeified timm ViT (its ``blocks``)."""
     stack = getattr(model, 'blocks', None)
     if not isinstance(stack, ContinuousDepthStack):
-        raise TypeError(f'{type(model).__name__} has no ODE trajectory: this needs a timm_odevit model '
-                        '(odevit_*, bvit_*, vit_odeified / odeify(...))')
+        raise TypeError(f'{type(model).__name__} has no ODE trajectory: use an odevit_*, bvit_* or odeified model')
     return stack

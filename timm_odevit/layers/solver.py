@@ -72,19 +72,12 @@ class SolverConfig:
     options: Dict[str, Any] = field(default_factory=dict)
     max_steps: int = MAX_STEPS
 
-    @classmethod
-    def from_model_args(cls, solver: str = 'euler', solver_options: Optional[Dict[str, Any]] = None,
-                        **kwargs) -> 'SolverConfig':
-        """The config from a model's keyword names (``solver`` → method, ``solver_options`` → options)."""
-        return cls(method=solver, options=dict(solver_options or {}), **kwargs)
-
     def __post_init__(self):
         if not isinstance(self.method, str) or self.method not in METHODS:
             raise ValueError(f'Unknown ODE solver {self.method!r}: choose one of {", ".join(METHODS)}')
         for name in ('adjoint', 'check_finite'):
             if not isinstance(getattr(self, name), bool):
-                raise TypeError(f'{name} must be True or False, got {getattr(self, name)!r} (a string such as "no" '
-                                'would count as True)')
+                raise TypeError(f'{name} must be True or False, got {getattr(self, name)!r}')
         for name in ('t_end', 'rtol', 'atol') + (('step_size',) if self.step_size is not None else ()):
             value = getattr(self, name)
             if not is_real(value):
@@ -108,8 +101,7 @@ class SolverConfig:
         steps = 12 if steps is None else steps
         if self.method == 'recurrence':  # one block application per unit of time
             if self.step_size not in (None, 1.):
-                raise ValueError(f'the recurrence steps by h = 1, got step_size={self.step_size:g}: set its '
-                                 'iterations (steps or t_end) instead')
+                raise ValueError(f'the recurrence steps by h = 1, got step_size={self.step_size:g}: set its iterations')
             object.__setattr__(self, 't_end', float(steps))
         if steps > self.max_steps:
             raise ValueError(f'{steps} grid steps (t_end={self.t_end:g}) exceed max_steps={self.max_steps}: use fewer '
@@ -118,6 +110,7 @@ class SolverConfig:
         object.__setattr__(self, 'max_steps', int(self.max_steps))
         if not isinstance(self.options, dict):
             raise TypeError(f'options must be a dict of torchdiffeq options, got {type(self.options).__name__}')
+        object.__setattr__(self, 'options', dict(self.options))  # a copy: the config is frozen
         unknown = sorted(set(self.options) - set(OPTIONS[self.method]))
         if unknown:
             raise ValueError(f'{unknown} are not options of {self.method!r}: its options are '
@@ -186,6 +179,17 @@ class SolverConfig:
         return torch.arange(self.steps + 1, device=device, dtype=torch.float64).mul_(self.h).to(dtype)
 
 
+# the solver keyword arguments of the models (odevit_*, bvit_*, vit_odeified); ``solver`` is the method
+SOLVER_KWARGS = ('solver', 'steps', 'step_size', 't_end', 'rtol', 'atol', 'adjoint', 'check_finite', 'solver_options')
+
+
+def pop_solver_kwargs(kwargs: Dict[str, Any], skip: Sequence[str] = ()) -> Dict[str, Any]:
+    """Pop a model's solver keyword arguments (:data:`SOLVER_KWARGS` but ``skip``) from its ``kwargs``: those given and
+    not None, as :class:`SolverConfig` fields (``solver`` is the method, ``solver_options`` the options)."""
+    fields = {'solver': 'method', 'solver_options': 'options'}
+    return {fields.get(k, k): v for k in SOLVER_KWARGS if k not in skip and (v := kwargs.pop(k, None)) is not None}
+
+
 def rk_step(f: Callable, t: float, h: float, x: torch.Tensor, method: str) -> torch.Tensor:
     """One step x(t) -> x(t + h) of the Runge–Kutta ``method`` on dx/dt = f(t, x) (t a float)."""
     c, a, b = TABLEAUS[method]
@@ -209,8 +213,7 @@ def odeint_grid(f: Callable, x: torch.Tensor, t: torch.Tensor, config: SolverCon
     if config.is_adaptive and x.dtype in (torch.float16, torch.bfloat16) and \
             min(config.rtol, config.atol) < torch.finfo(x.dtype).eps:
         raise ValueError(f'the adaptive {config.method!r} cannot meet rtol={config.rtol:g}, atol={config.atol:g} in '
-                         f'{x.dtype} (its precision is {torch.finfo(x.dtype).eps:.2g}): use tolerances above it, '
-                         'a fixed-grid method, or float32')
+                         f'{x.dtype} (its precision {torch.finfo(x.dtype).eps:.2g}): use larger tolerances or float32')
     kwargs = dict(method='euler' if config.method == 'recurrence' else config.method, options=dict(config.options),
                   rtol=config.rtol, atol=config.atol)
     try:

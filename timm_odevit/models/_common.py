@@ -13,7 +13,7 @@ from timm.layers import PatchEmbed, register_notrace_function, resample_abs_pos_
 from timm.models import clean_state_dict
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn as vit_checkpoint_filter_fn
 
-from .._checks import is_int, is_real, read_json
+from .._checks import check_int, is_int, is_real, read_json
 from ..layers import ContinuousDepthStack, SolverConfig
 
 _logger = logging.getLogger(__name__)
@@ -44,21 +44,11 @@ def cifar_cfg(url: str = '', packaged: str = '', **kwargs) -> Dict:
     file = packaged_weights(packaged) if packaged else None
     if file is not None and file.is_file():
         kwargs = {'file': str(file), **kwargs}
-    return {
-        'url': url,
-        'num_classes': 10,
-        'input_size': (3, 32, 32),
-        'pool_size': None,
-        'crop_pct': 1.0,
-        'interpolation': 'bicubic',
-        'fixed_input_size': True,  # True: a model takes other sizes only when built with dynamic_img_size=True
-        'mean': CIFAR10_MEAN,
-        'std': CIFAR10_STD,
-        'first_conv': 'patch_embed.proj',
-        'classifier': 'head',
-        'license': 'apache-2.0',
-        **kwargs,
-    }
+    return {'url': url, 'num_classes': 10, 'input_size': (3, 32, 32), 'pool_size': None, 'crop_pct': 1.0,
+            'interpolation': 'bicubic',
+            'fixed_input_size': True,  # True: a model takes other sizes only when built with dynamic_img_size=True
+            'mean': CIFAR10_MEAN, 'std': CIFAR10_STD, 'first_conv': 'patch_embed.proj', 'classifier': 'head',
+            'license': 'apache-2.0', **kwargs}
 
 
 # ---- input -------------------------------------------------------------------------------------
@@ -82,9 +72,8 @@ def check_image_input(
             raise ValueError(f'image size {H}x{W} is not divisible by the patch size {patch_size[0]}x{patch_size[1]}; '
                              'create the model with dynamic_img_pad=True to zero-pad it to the next multiple')
     elif (H, W) != tuple(img_size):
-        raise ValueError(
-            f'model was built for {img_size[0]}x{img_size[1]} images, got {H}x{W}; create it with img_size=({H}, {W}) '
-            'or dynamic_img_size=True (position embeddings are resampled)')
+        raise ValueError(f'model was built for {img_size[0]}x{img_size[1]} images, got {H}x{W}: create it with '
+                         f'img_size=({H}, {W}) or dynamic_img_size=True')
 
 
 class CheckedPatchEmbed(PatchEmbed):
@@ -182,8 +171,7 @@ def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTrans
         if pos is None or model.pos_embed is None or pos.shape == model.pos_embed.shape:
             raise
         raise ValueError(f'cannot resample pos_embed {tuple(pos.shape)} to {tuple(model.pos_embed.shape)} from an '
-                         'unknown non-square grid: load through a saved config that records img_size '
-                         '(local-dir:, hf-hub:)') from e
+                         'unknown non-square grid: load it through its saved config (local-dir:, hf-hub:)') from e
     out = _init_missing_stage_heads(out, model)
     # classifiers / first conv are adapted by timm after this filter (num_classes, in_chans)
     cfg = getattr(model, 'pretrained_cfg', None) or {}
@@ -215,8 +203,7 @@ def _adapt_pooling_head(state: Dict[str, torch.Tensor], model: nn.Module, cfg: d
         return state, False
     if cfg.get('num_classes') is None or model.num_classes == cfg.get('num_classes'):
         raise ValueError(f"the pretrained weights were trained with global_pool={trained or 'another'!r}, not "
-                         f'{pool!r}, and their classifier reads that pooling: keep their global_pool, or fine-tune '
-                         'a new classifier (num_classes=N)')
+                         f'{pool!r}: keep their global_pool, or fine-tune a new classifier (num_classes=N)')
     dropped = sorted(k for k in differ if k in state)
     _logger.warning(f'global_pool={pool!r} differs from the pretrained weights\': '
                     f'{sorted(k for k in differ if k in own)} start fresh, {dropped} are not loaded '
@@ -230,8 +217,7 @@ def _init_missing_stage_heads(state: Dict[str, torch.Tensor], model: nn.Module) 
     heads = getattr(model, 'stage_heads', None)
     if not heads or any(k.startswith('stage_heads.') for k in state):
         return state
-    state = dict(state)
-    own = model.state_dict()
+    state, own = dict(state), model.state_dict()
     for i in range(len(heads)):
         for name in ('weight', 'bias'):
             key, src = f'stage_heads.{i}.{name}', state.get(f'head.{name}')
@@ -264,8 +250,8 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
     exports them. An error while reading the weights becomes a ValueError naming their source."""
     from timm.models import build_model_with_cfg, resolve_pretrained_cfg
     if 'depth' in kwargs and isinstance(cls, type):  # timm's ViT kwarg: say what stands for it, not a bare TypeError
-        dials = [f'{d}=N' for d in ('iterations', 'steps') if d in inspect.signature(cls).parameters]
-        raise TypeError(f'{variant} has no depth argument: its depth is {" or ".join(dials)}')
+        dials = 'iterations=N or steps=N' if 'iterations' in inspect.signature(cls).parameters else 'steps=N'
+        raise TypeError(f'{variant} has no depth argument: its depth is {dials}')
     saved = {}
     if pretrained and 'pretrained_model_args' not in kwargs and isinstance(cls, type):  # cls takes the model args
         saved = saved_model_args(resolve_pretrained_cfg(
@@ -289,8 +275,7 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
             raise
         cfg = stage[0].pretrained_cfg
         source = next((cfg[k] for k in ('file', 'url', 'hf_hub_id') if cfg.get(k)), 'the given state_dict')
-        raise ValueError(f'could not load the pretrained weights of {variant} from {source}: '
-                         f'{type(e).__name__}: {e}') from e
+        raise ValueError(f'could not load the pretrained weights of {variant} from {source}: {e!r}') from e
     # the input size the data pipeline resolves (train.py, timm.data.resolve_data_config) is the one the
     # model was built for (img_size / in_chans given at creation), not the registered default or a saved cfg's,
     # unless the caller overlaid one (pretrained_cfg_overlay=dict(input_size=...): timm's ViT keeps that)
@@ -328,8 +313,7 @@ def per_channel(values: Sequence[float], channels: int) -> Tuple[float, ...]:
 
 
 def check_num_classes(num_classes) -> None:
-    if not is_int(num_classes) or num_classes < 0:
-        raise ValueError(f'num_classes must be an integer >= 0 (0: no classifier, features only), got {num_classes!r}')
+    check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
 
 
 def check_probability(name: str, value) -> None:
@@ -338,24 +322,28 @@ def check_probability(name: str, value) -> None:
         raise ValueError(f'{name} is a probability in [0, 1), got {value!r}')
 
 
-def check_architecture_args(img_size, patch_size, in_chans, num_classes, embed_dim, num_heads, mlp_ratio,
-                            reg_tokens, **drop_rates) -> None:
-    """ValueError naming the argument for a ViT the arguments cannot describe (before torch fails deep inside)."""
+def check_patch_grid(img_size, patch_size) -> None:
+    """ValueError unless ``img_size`` and ``patch_size`` are positive integers (or pairs), the image size divisible by
+    the patch size."""
     img, patch = to_2tuple(img_size), to_2tuple(patch_size)
     for name, value in (('img_size', img), ('patch_size', patch)):
         if not all(is_int(v) and v >= 1 for v in value):
             raise ValueError(f'{name} must be positive integers, got {value!r}')
     if img[0] % patch[0] or img[1] % patch[1]:
-        raise ValueError(f'img_size {img_size} is not divisible by patch_size {patch_size}')
+        raise ValueError(f'img_size {img} is not divisible by patch_size {patch}')
+
+
+def check_architecture_args(img_size, patch_size, in_chans, num_classes, embed_dim, num_heads, mlp_ratio,
+                            reg_tokens, **drop_rates) -> None:
+    """ValueError naming the argument for a ViT the arguments cannot describe (before torch fails deep inside)."""
+    check_patch_grid(img_size, patch_size)
     for name, value in (('in_chans', in_chans), ('embed_dim', embed_dim), ('num_heads', num_heads)):
-        if not is_int(value) or value < 1:
-            raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
+        check_int(name, value)
     if embed_dim % num_heads:
         raise ValueError(f'embed_dim {embed_dim} is not divisible by num_heads {num_heads}')
     if not is_real(mlp_ratio) or not math.isfinite(mlp_ratio) or int(embed_dim * mlp_ratio) < 1:
         raise ValueError(f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}')
-    if not is_int(reg_tokens) or reg_tokens < 0:
-        raise ValueError(f'reg_tokens must be an integer >= 0, got {reg_tokens!r}')
+    check_int('reg_tokens', reg_tokens, 0)
     check_num_classes(num_classes)
     for name, value in drop_rates.items():
         check_probability(name, value)
@@ -368,11 +356,12 @@ def _check_pool(global_pool: str, has_class_token: bool) -> None:
         raise ValueError("global_pool='token' needs class_token=True")
 
 
-def prune_depth(model: nn.Module, timm_prune, indices, prune_norm: bool, prune_head: bool):
-    """Run timm's ``prune_intermediate_layers`` (which slices ``model.blocks``), then put the model's own
-    stack back, truncated in place to the slice's length."""
+def prune_depth(model: nn.Module, timm_cls: type, indices=1, prune_norm: bool = False, prune_head: bool = True):
+    """Run timm's ``prune_intermediate_layers`` of ``timm_cls`` (which slices ``model.blocks``), then put the model's
+    own stack back, truncated in place to the slice's length (so that hooks, feature_info, set_solver and
+    save_for_hf stay in step)."""
     stack = model.blocks
-    take_indices = timm_prune(indices, prune_norm=prune_norm, prune_head=prune_head)
+    take_indices = timm_cls.prune_intermediate_layers(model, indices, prune_norm=prune_norm, prune_head=prune_head)
     kept = len(model.blocks)
     model.blocks = stack
     if kept != len(stack):
@@ -512,10 +501,8 @@ class ContinuousDepthViT(VisionTransformer):
     def set_input_size(self, img_size: Optional[Tuple[int, int]] = None, patch_size=None) -> None:
         """timm's (position embedding resampled, new size recorded in the model args); ``pretrained_cfg``'s
         input_size follows unless it said another size than the model's."""
-        img = to_2tuple(img_size if img_size is not None else self.patch_embed.img_size)
-        patch = to_2tuple(patch_size if patch_size is not None else self.patch_embed.patch_size)
-        if not all(is_int(v) and v >= 1 for v in img + patch) or img[0] % patch[0] or img[1] % patch[1]:
-            raise ValueError(f'img_size {img} must be positive integers divisible by the patch size {patch}')
+        check_patch_grid(self.patch_embed.img_size if img_size is None else img_size,
+                         self.patch_embed.patch_size if patch_size is None else patch_size)
         built = (self.patch_embed.proj.in_channels, *self.patch_embed.img_size)
         with _pos_embed_prefix(self):
             super().set_input_size(img_size=img_size, patch_size=patch_size)
@@ -535,16 +522,14 @@ class ContinuousDepthViT(VisionTransformer):
             return out
         for x0, state in deferred:
             stack.checked(x0, state)  # raises, naming the cause, if the state is the non-finite one
-        raise FloatingPointError(
-            f'the final state is finite (max |X| = {deferred[-1][1].abs().max().item():.3g}) but the logits are not: '
-            'a huge state means unstable dynamics (a smaller depth scale, more steps or a lower lr), huge head weights '
-            'mean corrupted weights or diverged training')
+        raise FloatingPointError(f'the final state is finite (max |X| = {deferred[-1][1].abs().max().item():.3g}) but '
+                                 'the logits are not: use a smaller depth scale, more steps or a lower lr')
 
     def prune_intermediate_layers(self, indices: Union[int, list] = 1, prune_norm: bool = False,
                                   prune_head: bool = True):
         """timm's, but the stack is cut in place (``blocks.truncate``): the model keeps its stack, so its
         hooks, ``feature_info``, later ``set_solver`` calls and the model args save_for_hf exports stay in step."""
-        return prune_depth(self, super().prune_intermediate_layers, indices, prune_norm, prune_head)
+        return prune_depth(self, VisionTransformer, indices, prune_norm, prune_head)
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
         check_num_classes(num_classes)

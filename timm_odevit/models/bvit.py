@@ -35,8 +35,8 @@ from timm.layers import trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn as vit_filter_fn
 
-from .._checks import is_int
-from ..layers import BlockField, SolverConfig
+from .._checks import check_int
+from ..layers import BlockField, SolverConfig, pop_solver_kwargs
 from ._common import (
     CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, build_continuous_depth_model,
     checkpoint_filter_fn, cifar_cfg, embed_tokens, reset_parameters_,
@@ -46,12 +46,6 @@ __all__ = ['BViT', 'checkpoint_filter_fn']
 
 REGIMES = ('recurrent', 'ode')
 STAGE_HEADS = ('shared', 'separate')
-
-
-def _check_iterations(iterations) -> int:
-    if not is_int(iterations) or iterations < 1:
-        raise ValueError(f'iterations must be an integer >= 1, got {iterations!r}')
-    return int(iterations)
 
 
 def _check_stages(stages: Sequence[int], num_points: Optional[int] = None) -> Tuple[int, ...]:
@@ -79,14 +73,6 @@ class BViT(ContinuousDepthViT):
             iterations: int = 12,
             regime: str = 'recurrent',
             field: str = 'state_subtracted',
-            solver: str = 'euler',
-            steps: Optional[int] = None,
-            step_size: Optional[float] = None,
-            rtol: float = 1e-3,
-            atol: float = 1e-4,
-            adjoint: bool = False,
-            check_finite: bool = True,
-            solver_options: Optional[Dict[str, Any]] = None,
             train_depth: Optional[Sequence[int]] = None,
             stages: Optional[Sequence[int]] = None,
             stage_heads: str = 'shared',
@@ -104,41 +90,39 @@ class BViT(ContinuousDepthViT):
             iterations: T, the training horizon (recurrent iterations / ODE time span [0, T]).
             regime: 'recurrent' (the solver method 'recurrence') or 'ode'.
             field: ODE field, 'state_subtracted' (ż = B(z) − z) or 'naive' (ż = B(z)).
-            solver, steps, step_size, rtol, atol, adjoint, solver_options: ODE solver (steps default T, h = T/steps).
-            check_finite: raise FloatingPointError on a NaN/Inf final state.
             train_depth: anytime training, (lo, hi): each training forward runs a horizon (iterations) drawn
                 uniformly from lo..hi at the same step length (eval uses ``iterations``); not with ``stages``.
             stages: 1-based time points with a classification loss (default: the last only).
             stage_heads: 'shared' (one head for all stages) or 'separate' (one per stage).
             stage_weights: loss weight per stage (normalised to sum 1; default uniform).
             attn_drop_rate, proj_drop_rate, drop_path_rate: the block's dropouts.
-            kwargs: timm's VisionTransformer arguments (img_size, patch_size, in_chans, num_classes, global_pool,
-                class_token, reg_tokens, final_norm, fc_norm, dynamic_img_size, dynamic_img_pad, drop_rate,
-                pos_drop_rate, patch_drop_rate; :class:`ContinuousDepthViT`).
+            kwargs: the ODE solver (solver, steps, step_size, rtol, atol, adjoint, solver_options: steps default T,
+                h = T/steps) and check_finite (raise FloatingPointError on a NaN/Inf final state), as in
+                :class:`SolverConfig` (its t_end is T); timm's VisionTransformer arguments (img_size, patch_size,
+                in_chans, num_classes, global_pool, class_token, reg_tokens, final_norm, fc_norm, dynamic_img_size,
+                dynamic_img_pad, drop_rate, pos_drop_rate, patch_drop_rate; :class:`ContinuousDepthViT`).
         """
         if regime not in REGIMES or stage_heads not in STAGE_HEADS:
-            raise ValueError(f'Unknown regime {regime!r} or stage_heads {stage_heads!r}: choose a regime of '
-                             f'{REGIMES} and stage_heads of {STAGE_HEADS}')
+            raise ValueError(f'Unknown regime {regime!r} or stage_heads {stage_heads!r}: use {REGIMES} / {STAGE_HEADS}')
         if regime == 'recurrent' and field == 'naive':
             raise ValueError("field='naive' applies to regime='ode': the recurrence iterates z_k = B(z_(k-1)), Euler "
                              "with h = 1 on the state-subtracted field")
-        if regime == 'recurrent' and (steps is not None or step_size is not None or solver != 'euler' or adjoint):
-            raise ValueError("solver, steps, step_size and adjoint apply to regime='ode': pass regime='ode' with them, "
-                             "or leave them out for the recurrence")
+        solver = pop_solver_kwargs(kwargs, skip=('t_end',))  # the horizon is ``iterations``
+        if regime == 'recurrent' and ({'steps', 'step_size'} & set(solver) or solver.get('method', 'euler') != 'euler'
+                                      or solver.get('adjoint')):
+            raise ValueError("solver, steps, step_size and adjoint apply to regime='ode': pass it, or leave them out")
         if train_depth is not None and stages is not None and len(stages) > 1:
-            raise ValueError('train_depth draws each training forward\'s horizon, deep supervision (stages) '
-                             'supervises fixed time points: use one of the two')
-        _check_iterations(iterations)
+            raise ValueError('train_depth draws the horizon, stages supervise fixed time points: use one of the two')
+        iterations = check_int('iterations', iterations)
         drop_rates = dict(attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate)
         super().__init__(embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio, field_drop_rates=drop_rates,
                          device=device, dtype=dtype, **kwargs)
         block = Block(embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop_rate,
                       attn_drop=attn_drop_rate, drop_path=drop_path_rate, device=device, dtype=dtype)
-        self._set_depth(BlockField(block, field), SolverConfig.from_model_args(
-            'recurrence' if regime == 'recurrent' else solver, solver_options,
-            steps=iterations if steps is None and step_size is None else steps, step_size=step_size,
-            t_end=float(iterations), rtol=rtol, atol=atol, adjoint=adjoint, check_finite=check_finite),
-            train_depth, 'horizon')
+        if 'step_size' not in solver:
+            solver.setdefault('steps', iterations)
+        solver.update(t_end=float(iterations), **({'method': 'recurrence'} if regime == 'recurrent' else {}))
+        self._set_depth(BlockField(block, field), SolverConfig(**solver), train_depth, 'horizon')
         # given stages stay as given when the depth changes (set_iterations, pruning), and may lie beyond the
         # horizon, so that the model args save_for_hf records rebuild that model; deep supervision checks the
         # horizon (forward_stages, DeepSupervisionTask). The default, the last point, follows the depth.
@@ -196,7 +180,7 @@ class BViT(ContinuousDepthViT):
     def set_iterations(self, iterations: int) -> None:
         """Run for ``iterations`` (horizon [0, iterations] in the ODE regime, same step length);
         recorded in the model args that save_for_hf exports."""
-        self.set_solver(t_end=float(_check_iterations(iterations)))
+        self.set_solver(t_end=float(check_int('iterations', iterations)))
 
     @staticmethod
     def depth_model_args(args: Dict[str, Any]) -> Dict[str, Any]:

@@ -19,6 +19,7 @@ biases cannot). Initialisation: ``'block:k'`` (block k), ``'mean'`` (the paramet
 blocks) or ``'random'``.
 """
 import copy
+import functools
 import logging
 from typing import Any, Dict, Optional, Sequence, Union
 
@@ -29,8 +30,8 @@ from timm.models._builder import resolve_pretrained_cfg
 from timm.layers import LayerScale
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
-from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, spectral_init_
-from ._common import build_continuous_depth_model, prune_depth
+from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, pop_solver_kwargs, spectral_init_
+from ._common import build_continuous_depth_model, cifar_cfg, prune_depth
 
 __all__ = ['odeify']
 _logger = logging.getLogger(__name__)
@@ -80,10 +81,8 @@ def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
     layout = ('norm1', 'attn.qkv', 'attn.proj', 'mlp.fc1', 'mlp.fc2')
     missing = [n for n in layout if not isinstance(_get(block, n), (nn.Linear, nn.LayerNorm))]
     if missing:
-        raise ValueError(
-            f"field='odevit' rebuilds the ODE-ViT field from a timm Block (one attention with qkv/proj, one MLP with "
-            f"fc1/fc2, norm1); {type(block).__name__} lacks {missing}. Use field='state_subtracted', which wraps any "
-            'block as it is')
+        raise ValueError(f"field='odevit' rebuilds the ODE-ViT field from a timm Block, but {type(block).__name__} "
+                         f"lacks {missing}: use field='state_subtracted', which wraps any block")
     dim = block.norm1.normalized_shape[0]
     w = block.attn.qkv.weight
     field = ODEViTField(dim, block.attn.num_heads, mlp_ratio=block.mlp.fc1.out_features / dim,
@@ -158,34 +157,15 @@ def odeify(
                                  **({'base': base} if base else {}))
     converted.blocks.attach(converted)
     converted.blocks.solver = config  # records the solver settings in the model args
-    converted.prune_intermediate_layers = _PruneInPlace(converted)  # this instance only; timm's class untouched
+    # this instance's: its class's (the user's timm class, untouched), the stack cut in place (picklable)
+    converted.prune_intermediate_layers = functools.partial(prune_depth, converted, type(converted))
     return converted
 
 
-class _PruneInPlace:
-    """An odeified model's ``prune_intermediate_layers``: its class's (timm's), with the stack cut in place
-    (:func:`prune_depth`) so that hooks, feature_info, set_solver and save_for_hf stay in step. Set on the
-    converted instance (its class is the user's timm class, which stays as it is); picklable."""
-
-    def __init__(self, model: nn.Module):
-        self.model = model
-
-    def __call__(self, indices=1, prune_norm: bool = False, prune_head: bool = True):
-        timm_prune = type(self.model).prune_intermediate_layers.__get__(self.model)
-        return prune_depth(self.model, timm_prune, indices, prune_norm, prune_head)
-
-
-default_cfgs = generate_default_cfgs({
-    # input size / normalisation come from the base model's pretrained_cfg at creation
-    'vit_odeified': {'url': '', 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': None,
-                     'crop_pct': 0.9, 'interpolation': 'bicubic', 'fixed_input_size': True,
-                     'mean': (0.5, 0.5, 0.5), 'std': (0.5, 0.5, 0.5), 'first_conv': 'patch_embed.proj',
-                     'classifier': 'head', 'license': 'apache-2.0', 'paper_ids': 'arXiv:2511.16501'},
+default_cfgs = generate_default_cfgs({  # input size / normalisation come from the base's pretrained_cfg at creation
+    'vit_odeified': cifar_cfg(num_classes=1000, input_size=(3, 224, 224), crop_pct=0.9, mean=(0.5, 0.5, 0.5),
+                              std=(0.5, 0.5, 0.5), paper_ids='arXiv:2511.16501'),
 })
-
-
-def _has_weights(cfg: Dict[str, Any]) -> bool:
-    return any(cfg.get(k) for k in ('url', 'file', 'state_dict', 'hf_hub_id'))
 
 
 def _build_odeified(base: str, field: str, init: str, solver: Dict[str, Any], base_pretrained: bool,
@@ -204,20 +184,12 @@ def vit_odeified(
         base: str = 'vit_tiny_patch16_224',
         field: str = 'state_subtracted',
         init: str = 'mean',
-        solver: str = 'euler',
-        steps: Optional[int] = None,
-        step_size: Optional[float] = None,
-        t_end: Optional[float] = None,
-        rtol: float = 1e-3,
-        atol: float = 1e-4,
-        adjoint: bool = False,
-        check_finite: bool = True,
-        solver_options: Optional[Dict[str, Any]] = None,
         train_depth: Optional[Sequence[int]] = None,
         **kwargs,
 ) -> VisionTransformer:
-    """timm ViT ``base`` (other kwargs go to it) converted by odeify(field, init) with the given
-    solver (default Euler over the base's depth); ``train_depth``: anytime training (``blocks.set_train_depth``).
+    """timm ViT ``base`` (other kwargs go to it) converted by odeify(field, init) with the solver settings among the
+    kwargs (:data:`SOLVER_KWARGS`; default Euler over the base's depth); ``train_depth``: anytime training
+    (``blocks.set_train_depth``).
 
     ``pretrained=True`` loads the odeified model's own weights when its pretrained_cfg has a source
     (``local-dir:``, ``hf-hub:``, a ``pretrained_cfg_overlay`` file/url); without one, the BASE's
@@ -229,12 +201,10 @@ def vit_odeified(
     else:  # the base's input size and normalisation, under this architecture's name
         cfg = _odeified_cfg(resolve_pretrained_cfg(base).to_dict())
         cfg.update(overlay or {})
-    own_weights = pretrained and _has_weights(cfg)
+    own_weights = pretrained and any(cfg.get(k) for k in ('url', 'file', 'state_dict', 'hf_hub_id'))
     if pretrained and not own_weights:
         _logger.info(f'vit_odeified: no weights of its own in the pretrained cfg; loading {base} weights, then odeify')
-    solver_args = dict(method=solver, steps=steps, step_size=step_size, t_end=t_end, rtol=rtol, atol=atol,
-                       adjoint=adjoint, check_finite=check_finite, options=dict(solver_options or {}))
-    solver_args = {k: v for k, v in solver_args.items() if v is not None}
+    solver_args = pop_solver_kwargs(kwargs)
     return build_continuous_depth_model(
         _build_odeified, 'vit_odeified', own_weights,
         pretrained_cfg=cfg, pretrained_cfg_overlay=overlay,  # (in cfg already; says what the caller set)

@@ -23,7 +23,7 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
 from timm.models import generate_default_cfgs, register_model
 
-from ..layers import SPECTRAL_INIT_TYPES, ODEViTField, SolverConfig, spectral_init_
+from ..layers import SPECTRAL_INIT_TYPES, ODEViTField, SolverConfig, pop_solver_kwargs, spectral_init_
 from ._common import (
     CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT,
     build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg, reset_parameters_,
@@ -60,15 +60,6 @@ class ODEViT(ContinuousDepthViT):
             attn_drop_rate: float = 0.,
             proj_drop_rate: float = 0.,
             drop_path_rate: float = 0.,
-            solver: str = 'euler',
-            steps: Optional[int] = None,
-            step_size: Optional[float] = None,
-            t_end: float = 1.0,
-            rtol: float = 1e-3,
-            atol: float = 1e-4,
-            adjoint: bool = False,
-            check_finite: bool = True,
-            solver_options: Optional[Dict[str, Any]] = None,
             train_depth: Optional[Sequence[int]] = None,
             device=None,
             dtype=None,
@@ -94,15 +85,16 @@ class ODEViT(ContinuousDepthViT):
             time_conditioned: non-autonomous field ψ(t, X) with a learned time code.
             attn_drop_rate, proj_drop_rate, drop_path_rate: dropouts of the field (attention, projections,
                 drop-path on its branches).
-            solver, steps, step_size, t_end, rtol, atol, adjoint, check_finite, solver_options: the
-                :class:`SolverConfig` (method = ``solver``, options = ``solver_options``).
             train_depth: anytime training, (lo, hi): each training forward integrates [0, t_end] in a number of
                 steps drawn uniformly from lo..hi (eval uses ``steps``); None trains on the configured grid.
-            kwargs: timm's VisionTransformer arguments (img_size, patch_size, in_chans, num_classes, global_pool,
+            kwargs: the solver settings (solver, steps, step_size, t_end, rtol, atol, adjoint, check_finite,
+                solver_options: the :class:`SolverConfig`, method = ``solver``, options = ``solver_options``) and
+                timm's VisionTransformer arguments (img_size, patch_size, in_chans, num_classes, global_pool,
                 class_token, fc_norm, dynamic_img_size, dynamic_img_pad, drop_rate, pos_drop_rate, patch_drop_rate;
                 :class:`ContinuousDepthViT`).
         """
         dd = {'device': device, 'dtype': dtype}
+        solver = SolverConfig(**pop_solver_kwargs(kwargs))
         if head_init not in HEAD_INITS:
             raise ValueError(f'Unknown head_init {head_init!r}; choose one of {HEAD_INITS}')
         super().__init__(
@@ -115,9 +107,7 @@ class ODEViT(ContinuousDepthViT):
             embed_dim, num_heads, mlp_ratio=mlp_ratio, depth_scale=depth_scale, attn_type=attn_type, bias=bias,
             norm=field_norm, attn_drop=attn_drop_rate, proj_drop=proj_drop_rate, drop_path=drop_path_rate,
             time_conditioned=time_conditioned, **dd)
-        self._set_depth(field, SolverConfig.from_model_args(
-            solver, solver_options, steps=steps, step_size=step_size, t_end=t_end, rtol=rtol, atol=atol,
-            adjoint=adjoint, check_finite=check_finite), train_depth, 'steps')
+        self._set_depth(field, solver, train_depth, 'steps')
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:

@@ -20,8 +20,8 @@ def jasmin_loss(probs: torch.Tensor, k: int = 10, eps: float = 1e-12) -> torch.T
 
 
 def cls_attention_mass(probs: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
-    """[CLS] -> patch attention (mean over heads) renormalised over patches: (B, H, N, N) -> (B, M)."""
-    mass = probs[:, :, 0, num_prefix_tokens:].mean(1)
+    """[CLS] -> patch attention (mean over heads) renormalised over patches: (…, H, N, N) -> (…, M)."""
+    mass = probs[..., 0, num_prefix_tokens:].mean(-2)
     return mass / mass.sum(-1, keepdim=True)
 
 
@@ -29,8 +29,7 @@ def resample_square(x: torch.Tensor, num: int, mode: str) -> torch.Tensor:
     """Values (B, C, M) on a square grid of M patches -> (B, C, num) on a square grid of ``num`` patches."""
     side, new = round(x.shape[-1] ** 0.5), round(num ** 0.5)
     if side ** 2 != x.shape[-1] or new ** 2 != num:
-        raise ValueError(f'resampling between patch grids needs square ones, got {x.shape[-1]} and {num} patches: '
-                         'use models with square patch grids (or tokens="cls")')
+        raise ValueError(f'resampling needs square patch grids, got {x.shape[-1]} and {num} patches: use tokens="cls"')
     grid = x.reshape(*x.shape[:-1], side, side)
     return F.interpolate(grid, size=(new, new), mode=mode, **({} if mode == 'area' else {'align_corners': False}))\
         .flatten(-2)

@@ -32,8 +32,7 @@ class DeepSupervisionTask(ClassificationTask):
     def __init__(self, model: nn.Module, *args, **kwargs):
         inner = unwrap_model(model)
         if not hasattr(inner, 'stage_outputs') or not hasattr(inner, 'stage_weights'):
-            raise TypeError(f'{type(inner).__name__} has no stages: give deep supervision a model with stage_outputs '
-                            'and stage_weights (e.g. bvit_* with stages=...)')
+            raise TypeError(f'{type(inner).__name__} has no stages (stage_outputs, stage_weights): use e.g. bvit_*')
         stages, points = tuple(getattr(inner, 'stages', ())), getattr(inner, 'num_time_points', None)
         if stages and points is not None and stages[-1] > points:
             raise ValueError(f'{type(inner).__name__} supervises stages {stages} beyond its {points} time points: '

@@ -19,8 +19,11 @@ from .._checks import check_number
 MAPPINGS = ('uniform', 'arclength', 'softmax')
 
 
-def check_temperature(temperature: float) -> float:
-    """The softmax mapping's T must be a finite number > 0 (the reference uses 30)."""
+def check_mapping(mapping: str, temperature: float) -> float:
+    """ValueError unless ``mapping`` is one of :data:`MAPPINGS` and the softmax mapping's T a finite number > 0 (the
+    reference uses 30); returns T as a float."""
+    if mapping not in MAPPINGS:
+        raise ValueError(f'Unknown mapping {mapping!r}; choose one of {MAPPINGS}')
     return check_number('mapping temperature', temperature, positive=True)
 
 
@@ -52,15 +55,12 @@ def map_teacher_to_student(
         temperature: float = 30.,
 ) -> List[int]:
     """Student time-point index (0-based) for each teacher block 1..L."""
-    if mapping not in MAPPINGS:
-        raise ValueError(f'Unknown mapping {mapping!r}; choose one of {MAPPINGS}')
-    check_temperature(temperature)
+    check_mapping(mapping, temperature)
     if num_teacher < 1:
         raise ValueError('the teacher has no blocks to align')
     if num_teacher > num_student:
-        raise ValueError(
-            f'cannot map {num_teacher} teacher blocks onto {num_student} student time points: give the '
-            f'student at least {num_teacher} steps (e.g. steps={num_teacher}) or distil a shallower teacher')
+        raise ValueError(f'cannot map {num_teacher} teacher blocks onto {num_student} student time points: give the '
+                         f'student steps={num_teacher} or more, or distil a shallower teacher')
     L, N = num_teacher, num_student
     if mapping == 'uniform':
         return _fix_monotone([math.ceil(k * N / L) - 1 for k in range(1, L + 1)], N)
@@ -69,8 +69,7 @@ def map_teacher_to_student(
     d = torch.tensor([float(x) for x in distances], dtype=torch.float64)
     if not (d.isfinite().all() and (d >= 0).all()) or (mapping == 'arclength' and d.sum() <= 0):
         raise ValueError(f'mapping {mapping!r} needs finite, non-negative teacher step distances (not all 0 for '
-                         f"'arclength'), got {[round(x, 4) for x in d.tolist()]}: check the teacher's hidden states "
-                         "on the calibration batch, or use mapping='uniform'")
+                         f"'arclength'), got {[round(x, 4) for x in d.tolist()]}: use mapping='uniform'")
     if mapping == 'arclength':
         frac = d.cumsum(0) / d.sum()
         return _fix_monotone([math.ceil(f * N - 1e-9) - 1 for f in frac.tolist()], N)

@@ -34,10 +34,10 @@ from timm.task.classification import resolve_classification_loss
 from timm.task.distillation import DistillationTeacher
 from timm.utils import AttentionExtract, unwrap_model
 
-from ..layers import depth_stack
-from .._checks import check_number, is_int
+from ..layers import depth_stack, explicit_attention
+from .._checks import check_int, check_number
 from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss, resample_square
-from .time_mapping import MAPPINGS, check_temperature, map_teacher_to_student, teacher_step_distances
+from .time_mapping import check_mapping, map_teacher_to_student, teacher_step_distances
 
 _logger = logging.getLogger(__name__)
 TOKEN_MODES = ('cls', 'all')
@@ -92,8 +92,7 @@ def _channels(name: str, value, student: nn.Module) -> Tuple[float, ...]:
     if len(value) == 1:
         value = value * in_chans
     if len(value) != in_chans or not all(math.isfinite(v) for v in value) or (name == 'std' and min(value) <= 0):
-        raise ValueError(f'{name} must be {in_chans} finite numbers{" > 0" if name == "std" else ""} (one per '
-                         f'input channel), got {value!r}')
+        raise ValueError(f'{name} must be {in_chans} finite numbers{" > 0" if name == "std" else ""}, got {value!r}')
     return value
 
 
@@ -104,8 +103,6 @@ def _split(item) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
 
 def _num_time_points(student: nn.Module) -> int:
     """Time points of a timm_odevit model or an odeified timm ViT; TypeError for anything else."""
-    if not callable(getattr(student, 'forward_intermediates', None)):
-        raise TypeError(f'student {type(student).__name__} has no forward_intermediates()')
     try:
         return depth_stack(student).num_time_points
     except TypeError:
@@ -239,31 +236,22 @@ class TrajectoryDistillationTask(TrainingTask):
             verbose: bool = True,
     ):
         super().__init__(device=device, dtype=dtype, verbose=verbose)
-        if mapping not in MAPPINGS:
-            raise ValueError(f'Unknown mapping {mapping!r}; choose one of {MAPPINGS}')
+        mapping_temperature = check_mapping(mapping, mapping_temperature)
         if tokens not in TOKEN_MODES:
             raise ValueError(f'Unknown tokens {tokens!r}; choose one of {TOKEN_MODES}')
-        mapping_temperature = check_temperature(mapping_temperature)
-        if task_loss_weight is not None:
-            check_number('task_loss_weight', task_loss_weight)
-        if distill_loss_weight is None and task_loss_weight is not None:
-            if task_loss_weight > 1:
-                raise ValueError(f'task_loss_weight={task_loss_weight!r} > 1 makes the default distill_loss_weight '
-                                 '(1 - task_loss_weight) negative: give distill_loss_weight explicitly')
-            distill_loss_weight = 1. - task_loss_weight
-        distill_loss_weight = 1. if distill_loss_weight is None else distill_loss_weight
-        self.distill_loss_weight = check_number('distill_loss_weight', distill_loss_weight)
-        self.task_loss_weight = 1. if task_loss_weight is None else float(task_loss_weight)
+        self.task_loss_weight = 1. if task_loss_weight is None else check_number('task_loss_weight', task_loss_weight)
+        if distill_loss_weight is None and self.task_loss_weight > 1:
+            raise ValueError(f'task_loss_weight={task_loss_weight!r} > 1 makes the default distill_loss_weight '
+                             '(1 - task_loss_weight) negative: give distill_loss_weight explicitly')
+        self.distill_loss_weight = check_number('distill_loss_weight', 1. - (task_loss_weight or 0.)
+                                                if distill_loss_weight is None else distill_loss_weight)
         self.attn_mass_weight = check_number('attn_mass_weight', attn_mass_weight)
         self.jasmin_weight = check_number('jasmin_weight', jasmin_weight)
-        if not is_int(jasmin_k) or jasmin_k < 2:
-            raise ValueError(f'jasmin_k must be an integer >= 2 (the rank compared with the top attention '
-                             f'probability; reference: 2 distillation, 10 free), got {jasmin_k!r}')
+        check_int('jasmin_k', jasmin_k, 2)  # the rank compared with the top probability (reference: 2, 10 free)
         student = unwrap_model(student_model)
         if getattr(student, 'train_depth', None):
-            raise ValueError(f'the student draws its depth per training forward (train_depth={student.train_depth}), '
-                             'but trajectory distillation aligns the teacher\'s blocks with fixed time points of its '
-                             'grid: build the student without train_depth')
+            raise ValueError(f'the student draws its depth (train_depth={student.train_depth}), but trajectory '
+                             'distillation aligns fixed time points: build the student without train_depth')
         num_points = _num_time_points(student)
         num_tokens = getattr(getattr(student, 'patch_embed', None), 'num_patches', None)
         if jasmin_weight and num_tokens is not None and jasmin_k > num_tokens + student.num_prefix_tokens:
@@ -285,8 +273,7 @@ class TrajectoryDistillationTask(TrainingTask):
                              'has none to align with it: build the student with class_token=True')
         self.mapping, self.mapping_temperature, self.tokens = mapping, mapping_temperature, tokens
         self.criterion = resolve_classification_loss(criterion, self.device, criterion_kwargs=criterion_kwargs)
-        self.ce_start_epoch = ce_start_epoch
-        self.jasmin_k = jasmin_k
+        self.ce_start_epoch, self.jasmin_k = ce_start_epoch, jasmin_k
         self._teacher_attn = None
         if attn_mass_weight:
             if not (self.teacher_has_cls and getattr(student, 'has_class_token', False)):
@@ -294,10 +281,9 @@ class TrajectoryDistillationTask(TrainingTask):
             self._teacher_attn = self._attention_extract(teacher)
 
         indices = map_teacher_to_student(self.num_teacher_blocks, num_points, 'uniform')  # validates L <= N
-        mean = torch.tensor(_channels('mean', mean, student), device=self.device).view(1, -1, 1, 1)
-        std = torch.tensor(_channels('std', std, student), device=self.device).view(1, -1, 1, 1)
-        self.register_buffer('student_mean', mean, persistent=False)
-        self.register_buffer('student_std', std, persistent=False)
+        for name, value in (('mean', mean), ('std', std)):  # of the images the task gets
+            self.register_buffer(f'student_{name}', torch.tensor(_channels(name, value, student), device=self.device)
+                                 .view(1, -1, 1, 1), persistent=False)
         self._probe_teacher(teacher)
         t_dim, s_dim = teacher.embed_dim, student.embed_dim
         projection = nn.Linear(s_dim, t_dim, device=self.device, dtype=self.dtype) if t_dim != s_dim else None
@@ -349,9 +335,8 @@ class TrajectoryDistillationTask(TrainingTask):
         name = f'blocks.{len(blocks) - 1}.attn' if isinstance(blocks, (nn.Sequential, nn.ModuleList)) else None
         modules = dict(teacher.named_modules())
         if name is None or f'{name}.attn_drop' not in modules:
-            raise TypeError(f'cannot extract the attention of teacher {type(teacher).__name__}: timm\'s '
-                            'AttentionExtract hooks blocks[-1].attn.attn_drop (after the softmax); use '
-                            f'attn_mass_weight=0 or one of the {TEACHER_KINDS}')
+            raise TypeError(f"cannot extract the attention of teacher {type(teacher).__name__}: timm's AttentionExtract "
+                            f'hooks blocks[-1].attn.attn_drop; use attn_mass_weight=0 or one of the {TEACHER_KINDS}')
         extract = AttentionExtract(teacher, names=[f'{name}.attn_drop'], method='hook')
         return modules[name], extract.hooks, f'{name}.attn_drop'
 
@@ -372,15 +357,13 @@ class TrajectoryDistillationTask(TrainingTask):
         try:
             states = self._teacher_states(x)
         except (TypeError, ValueError, RuntimeError, AssertionError, AttributeError, NotImplementedError) as e:
-            raise TypeError(f'teacher {name} cannot provide token intermediates: forward_intermediates('
-                            f'output_fmt="NLC", return_prefix_tokens=True) failed ({type(e).__name__}: {e}); '
-                            f'trajectory distillation works with {TEACHER_KINDS}') from e
+            raise TypeError(f'teacher {name} cannot provide token intermediates: its forward_intermediates failed '
+                            f'({type(e).__name__}: {e}); trajectory distillation works with {TEACHER_KINDS}') from e
         shapes = [(None if p is None else tuple(p.shape), tuple(s.shape)) for p, s in states]
         if len(states) != L or any(len(s) != 3 or s[-1] != D or (p is None) != (P == 0)
                                    or (p is not None and p[1:] != (P, D)) for p, s in shapes):
             raise TypeError(f'teacher {name} forward_intermediates does not yield {L} (B, N, {D}) token tensors with '
-                            f'{P} prefix tokens (got (prefix, patch) shapes {shapes}); trajectory distillation works '
-                            f'with {TEACHER_KINDS}')
+                            f'{P} prefix tokens (got {shapes}); use one of the {TEACHER_KINDS}')
         if self._teacher_attn is not None:
             attn, _, hook = self._teacher_attn
             probs = self._teacher_attention(states[-1][1].device)
@@ -402,17 +385,10 @@ class TrajectoryDistillationTask(TrainingTask):
     def _teacher_states(self, x: torch.Tensor) -> List[Tuple[Optional[torch.Tensor], torch.Tensor]]:
         """(prefix, patch) tokens of every teacher block; with the attention-mass loss the last block runs
         its non-fused attention path so that AttentionExtract's hook sees the softmax."""
-        attn = self._teacher_attn[0] if self._teacher_attn is not None else None
-        fused = getattr(attn, 'fused_attn', False)
-        if fused:
-            attn.fused_attn = False
-        try:
+        with explicit_attention(self._teacher_attn[0] if self._teacher_attn is not None else nn.Identity()):
             items = self.teacher.model.forward_intermediates(
                 self._teacher_input(x), indices=self.num_teacher_blocks, output_fmt='NLC',
                 return_prefix_tokens=True, intermediates_only=True)
-        finally:
-            if fused:
-                attn.fused_attn = fused
         return [(p, s) for s, p in map(_split, items)]
 
     def _targets(self, state) -> torch.Tensor:
