@@ -23,7 +23,7 @@ CITATIONS = {
     'arXiv:2511.16501': '''@misc{boned2025odevit,
   title  = {ODE-ViT: Plug \\& Play Attention Layer from the Generalization of the ViT as an Ordinary
             Differential Equation},
-  author = {Boned, Carlos and Romero, David and Ramos, Oriol},
+  author = {Boned Riera, Carlos and Romero Sánchez, David and Ramos Terrades, Oriol},
   year   = {2025},
   eprint = {2511.16501},
   archivePrefix = {arXiv},

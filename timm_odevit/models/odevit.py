@@ -1,7 +1,8 @@
 """ODE-ViT: a Vision Transformer as a well-posed ODE over its tokens.
 
 Paper: "ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an Ordinary
-Differential Equation", Carlos Boned, David Romero, Oriol Ramos, arXiv 2511.16501. Reference code: Bycarkos/ODE-ViT.
+Differential Equation", Carlos Boned Riera, David Romero Sánchez, Oriol Ramos Terrades, arXiv 2511.16501.
+Reference code: Bycarkos/ODE-ViT.
 
 The L blocks of a ViT become one shared vector field integrated over t ∈ [0, 1]:
 
