@@ -1,4 +1,5 @@
 """Anytime inference: early exit along the integration, and accuracy at fixed budgets."""
+import numpy as np
 import pytest
 import timm
 import torch
@@ -283,6 +284,22 @@ def test_measuring_restores_every_modules_mode_and_training_keeps_drawing_depths
 
 
 def test_numpy_integer_grids_are_taken():
-    import numpy as np
     table = accuracy_at_budgets(_model(), _loader(), grids=[np.int64(2), np.int32(4)])
     assert [r['nfe'] for r in table] == [2, 4]
+
+
+def test_evaluation_restores_each_modules_mode_and_takes_numpy_arrays(tmp_path):
+    """evaluate / evaluate_grids measure in eval mode and give every module its own mode back: a train_depth model
+    keeps drawing depths afterwards (it used to be left in eval mode, training on the fixed grid)."""
+    from PIL import Image
+    from timm_odevit.evaluation import evaluate, evaluate_grids
+    for c, name in enumerate(timm.models.get_pretrained_cfg('odevit_tiny_cifar').label_names):
+        (tmp_path / 'test' / name).mkdir(parents=True)
+        Image.new('RGB', (32, 32), (25 * c, 0, 0)).save(tmp_path / 'test' / name / 'a.png')
+    model = timm.create_model('odevit_tiny_cifar', steps=2, train_depth=(2, 4)).train()
+    model.patch_embed.eval()
+    modes = {n: m.training for n, m in model.named_modules()}
+    evaluate(model, str(tmp_path), 'test', workers=0)
+    evaluate_grids(model, str(tmp_path), 'test', grids=np.array([2, 3]), workers=0)
+    assert {n: m.training for n, m in model.named_modules()} == modes
+    assert len(accuracy_at_budgets(model.eval(), _loader(), grids=np.array([2, 3]))) == 2

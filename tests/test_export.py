@@ -171,7 +171,7 @@ def test_verify_checks_label_names_against_the_head(tmp_path, eval_dir):
     assert config['label_names'] == list(CIFAR10_LABELS)
     config['label_names'] = ['a', 'b', 'c']
     (folder / 'config.json').write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r'label_names must be a list of 10 names.*\(3 names\)'):
+    with pytest.raises(ValueError, match=r'label_names must be a list of 10 distinct names.*\(3 names\)'):
         hub.verify_folder(folder)
 
 

@@ -381,7 +381,15 @@ def test_the_release_with_another_global_pool_keeps_no_classifier_silently(caplo
     (lambda c: c['model_args'].update(num_classes='10'), 'num_classes must be an integer'),
     (lambda c: c['pretrained_cfg'].update(std=[0, 0, 0]), r'std > 0'),
     (lambda c: c['pretrained_cfg'].update(mean=[0.5]), r'must each give 3 values'),
-    (lambda c: c['pretrained_cfg'].update(interpolation='sharpest'), 'sharpest'),
+    (lambda c: c['pretrained_cfg'].update(interpolation='sharpest'), "interpolation 'sharpest'"),
+    (lambda c: c['pretrained_cfg'].update(interpolation='lanczos5'), "interpolation 'lanczos5'"),  # a raw KeyError
+    (lambda c: c['pretrained_cfg'].update(mean=[125.0, 122.0, 113.0]), r'mean in \[0, 1\]'),  # 0-255: garbage in
+    (lambda c: c['pretrained_cfg'].update(std=['a', 'b', 'c']), 'must each give 3 values'),
+    (lambda c: c['pretrained_cfg'].update(mean=0.5), 'must each give 3 values'),
+    (lambda c: c['pretrained_cfg'].update(crop_pct=0), r'crop_pct 0 \(in \(0, 1\]\)'),  # timm: silently 0.875
+    (lambda c: c['pretrained_cfg'].update(crop_pct=2.0), 'crop_pct 2.0'),  # a zero-padded image
+    (lambda c: c['pretrained_cfg'].update(crop_mode='middle'), "crop_mode 'middle'"),  # timm: silently 'center'
+    (lambda c: c.update(label_names=[*c['label_names'][:9], c['label_names'][3]]), '10 distinct names'),
 ])
 def test_verify_folder_refuses_a_config_that_does_not_load_as_saved(exported, tmp_path, edit, words):
     folder = tmp_path / 'copy'
@@ -408,6 +416,16 @@ def test_files_that_are_cut_or_hand_edited_are_named(exported, tmp_path, eval_di
     (run / 'train_time.json').write_text('{"epochs": {"0": 1')
     with pytest.raises(ValueError, match=f'cannot read {run / "train_time.json"}'):
         hub.export(str(run / 'last.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+    for edited in ('{"seconds": "abc", "epochs": {}}', '{"foo": 1}'):  # were a raw TypeError / KeyError
+        (run / 'train_time.json').write_text(edited)
+        with pytest.raises(ValueError, match=f'{run / "train_time.json"} needs "seconds"'):
+            hub.export(str(run / 'last.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+    (run / 'train_time.json').unlink()
+    for edited in ('garbage\x00\x01', 'epoch,train_loss\n0,2.3\n', 'epoch,eval_top1\nzero,1\n'):  # were published
+        (run / 'summary.csv').write_text(edited)
+        with pytest.raises(ValueError, match=str(run / 'summary.csv')):
+            hub.export(str(run / 'last.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+    assert not (tmp_path / 'out').exists()
 
 
 def test_an_odeified_vit_with_train_depth_saved_with_save_for_hf_reloads(tmp_path):
@@ -459,3 +477,10 @@ def test_export_writes_with_the_umasks_permissions_not_private_ones(exported):
     assert folder.stat().st_mode & 0o777 == 0o777 & ~umask
     # model.safetensors is safetensors' own file (written 0o600 by safetensors itself)
     assert all(p.stat().st_mode & 0o777 == 0o666 & ~umask for p in folder.iterdir() if p.suffix != '.safetensors')
+
+
+def test_the_cards_depth_row_of_an_adaptive_solver_gives_its_tolerances_not_steps():
+    from timm_odevit.model_card import _depth
+    assert _depth(timm.create_model('odevit_tiny_cifar', solver='dopri5', rtol=1e-5)) == \
+        'dopri5, rtol 1e-05, atol 0.0001 over t ∈ [0, 1]'
+    assert _depth(timm.create_model('odevit_tiny_cifar', steps=6)) == 'euler, 6 steps over t ∈ [0, 1]'

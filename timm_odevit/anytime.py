@@ -159,11 +159,10 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None,
         raise ValueError('x is an empty batch (0 images): there is nothing to classify')
     if getattr(model, 'num_classes', 1) == 0:
         raise ValueError('the model has no classifier head to read (num_classes=0): reset_classifier(n) first')
-    L = len(stack)
+    L, B = len(stack), x.shape[0]
     max_steps = L if max_steps is None else max_steps
     if not is_int(max_steps) or not 1 <= max_steps <= L:
         raise ValueError(f"max_steps must be an integer in 1..{L} (the model's grid intervals), got {max_steps!r}")
-    B = x.shape[0]
     with torch.no_grad(), eval_mode(model):
         z = embed_tokens(model, x)                                      # (B, N, D)
         active = torch.arange(B, device=x.device)                       # original index of each running image
@@ -176,8 +175,7 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None,
             logits = _logits(model, z, i + 1)                          # (b, C)
             if logits.ndim != 2:
                 raise ValueError(f'the head returned shape {tuple(logits.shape)}; early exit needs class logits (B, C)')
-            if logits_out is None:
-                logits_out = logits.new_empty((B, logits.shape[1]))
+            logits_out = logits.new_empty((B, logits.shape[1])) if logits_out is None else logits_out
             prediction = logits.argmax(dim=-1)
             unchanged = torch.zeros_like(prediction) if previous is None else \
                 torch.where(prediction == previous, unchanged + 1, torch.zeros_like(unchanged))
@@ -190,10 +188,9 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None,
             logits_out[finished] = logits[done]
             predictions[finished] = prediction[done]
             steps[finished] = i + 1
-            keep = ~done
-            if not bool(keep.any()):
+            if bool(done.all()):
                 break
-            z, active, previous, unchanged = z[keep], active[keep], prediction[keep], unchanged[keep]
+            z, active, previous, unchanged = z[~done], active[~done], prediction[~done], unchanged[~done]
     return EarlyExit(predictions, logits_out, nfe, steps)
 
 
@@ -230,7 +227,7 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
     'nfe': mean field evaluations per image, 'top1': %, 'images': n, 'seconds': forward time}``.
     """
     stack = depth_stack(model)
-    if isinstance(grids, (str, bytes)) or not isinstance(grids, Sequence) or not grids:
+    if isinstance(grids, (str, bytes)) or not hasattr(grids, '__len__') or not len(grids):  # NumPy arrays too
         raise ValueError(f'grids must be a non-empty list of grids, got {grids!r}')
     original = stack.solver
     specs = [_grid_changes(stack, g) for g in grids]

@@ -12,11 +12,13 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import torch
 
-from ._checks import check_int, is_int
+from ._checks import check_int, is_int, is_real
 from .data import open_rgb
 
 DEFAULT_GRIDS = (2, 3, 4, 6, 8, 12, 16, 24)  # Euler steps of an ODE model / iterations of a recurrent one
 DATA_KEYS = ('input_size', 'interpolation', 'mean', 'std', 'crop_pct', 'crop_mode')
+INTERPOLATIONS = ('nearest', 'bilinear', 'bicubic', 'box', 'hamming', 'lanczos')  # what timm's eval transform takes
+CROP_MODES = ('center', 'squash', 'border')  # timm's; another is silently taken as 'center'
 
 
 # ---- data --------------------------------------------------------------------------------------------
@@ -70,12 +72,19 @@ class CheckedImages(torch.utils.data.Dataset):
 
 def eval_transform(data_config: Dict[str, Any]):
     """timm's eval transform of a resolved data config and the image mode it takes; ValueError for normalisation
-    that does not give one value per input channel, or a zero std."""
+    that is not one value in [0, 1] (mean) or > 0 (std) per input channel, a crop or an interpolation timm would
+    silently replace."""
     from timm.data import create_transform
-    channels = data_config['input_size'][0]
-    mean, std = tuple(data_config['mean']), tuple(data_config['std'])
-    if len(mean) != channels or len(std) != channels or min(std) <= 0:
-        raise ValueError(f'pretrained_cfg mean {mean} and std {std} must each give {channels} values, std > 0: fix it')
+    channels, crop = data_config['input_size'][0], data_config.get('crop_pct', 1)
+    mean, std = data_config['mean'], data_config['std']
+    if not all(isinstance(v, (list, tuple)) and len(v) == channels and all(map(is_real, v)) for v in (mean, std)) \
+            or min(std) <= 0 or not all(0 <= m <= 1 for m in mean):
+        raise ValueError(f'pretrained_cfg mean {mean!r} and std {std!r} must each give {channels} values, mean in '
+                         '[0, 1] and std > 0: fix them')
+    mode, interpolation = data_config.get('crop_mode') or 'center', data_config.get('interpolation') or 'bilinear'
+    if not (is_real(crop) and 0 < crop <= 1) or mode not in CROP_MODES or interpolation not in INTERPOLATIONS:
+        raise ValueError(f'pretrained_cfg crop_pct {crop!r} (in (0, 1]), crop_mode {mode!r} ({", ".join(CROP_MODES)}) '
+                         f'or interpolation {interpolation!r} ({", ".join(INTERPOLATIONS)}) is not one timm applies')
     return create_transform(**{k: data_config[k] for k in DATA_KEYS if k in data_config}), \
         'RGB' if channels == 3 else 'L'
 
@@ -135,19 +144,20 @@ def evaluate_together(models: Dict[str, torch.nn.Module], data_dir: str, split: 
     from tqdm import tqdm
     classes, loader = eval_loader(list(models.values()), data_dir, split, batch_size, workers)
     device = torch.device(device)
-    for m in models.values():
-        m.eval().to(device)
     counts = {name: [0, 0, 0] for name in models}  # top-1, top-5, field evaluations x images
     total = 0
-    for x, y in tqdm(batches(loader), desc=f'evaluating {split}', unit='batch', disable=not progress, file=sys.stderr,
-                     total=len(loader)):
-        x, y = x.to(device), y.to(device)
-        for name, model in models.items():
-            top5 = model(x).topk(min(5, model.num_classes), dim=-1).indices
-            counts[name][0] += (top5[:, 0] == y).sum().item()
-            counts[name][1] += (top5 == y[:, None]).any(-1).sum().item()
-            counts[name][2] += getattr(model, 'nfe', 0) * y.numel()  # an adaptive solver's count varies by batch
-        total += y.numel()
+    with contextlib.ExitStack() as stack:  # eval mode while measuring, then each module's own mode back
+        for m in models.values():
+            stack.enter_context(eval_mode(m.to(device)))
+        for x, y in tqdm(batches(loader), desc=f'evaluating {split}', unit='batch', disable=not progress,
+                         file=sys.stderr, total=len(loader)):
+            x, y = x.to(device), y.to(device)
+            for name, model in models.items():
+                top5 = model(x).topk(min(5, model.num_classes), dim=-1).indices
+                counts[name][0] += (top5[:, 0] == y).sum().item()
+                counts[name][1] += (top5 == y[:, None]).any(-1).sum().item()
+                counts[name][2] += getattr(model, 'nfe', 0) * y.numel()  # an adaptive solver's varies by batch
+            total += y.numel()
     return {name: {'top1': 100. * c1 / total, 'top5': 100. * c5 / total, 'images': total,
                    'nfe': round(nfe / total, 2), 'split': split, 'classes': classes,
                    'data_dir': str(data_dir)} for name, (c1, c5, nfe) in counts.items()}
@@ -170,8 +180,7 @@ def evaluate_grids(model: torch.nn.Module, data_dir: str, split: str = 'test', g
     from .anytime import accuracy_at_budgets
     grids = check_grids(grids)
     _, loader = eval_loader([model], data_dir, split, batch_size, workers)
-    model.eval().to(torch.device(device))
-    rows = accuracy_at_budgets(model, batches(loader), grids=grids)
+    rows = accuracy_at_budgets(model.to(torch.device(device)), batches(loader), grids=grids)  # restores the modes
     return [{'grid': r['grid'], 'depth': g, 'nfe': r['nfe'], 'top1': r['top1']} for g, r in zip(grids, rows)]
 
 

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._checks import read_json, replaced_folder
+from ._checks import is_real, read_json, replaced_folder
 from .evaluation import (  # noqa: F401  (evaluate_together, DEFAULT_GRIDS: part of the export API)
     DEFAULT_GRIDS, check_grids, eval_transform, evaluate, evaluate_grids, evaluate_together, image_folder, short,
 )
@@ -108,11 +108,9 @@ def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model
 def resolve_dataset(dataset: Optional[str], classes: List[str], eval_dir: str) -> Tuple[str, str]:
     """(Hub dataset id, display name) of the evaluation: ``dataset`` checked against the evaluated classes
     for the known ones, else recognised from the classes (CIFAR-10), else the eval folder's name."""
+    dataset = 'cifar10' if dataset is None and tuple(classes) == CIFAR10_LABELS else dataset
     if dataset is None:
-        dataset = 'cifar10' if tuple(classes) == CIFAR10_LABELS else None
-    if dataset is None:
-        name = pathlib.Path(eval_dir).resolve().name
-        return name, name
+        return (pathlib.Path(eval_dir).resolve().name,) * 2
     known = KNOWN_DATASETS.get(dataset.lower())
     if known is None:
         return dataset, dataset
@@ -162,6 +160,11 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     dataset, dataset_name = resolve_dataset(dataset, classes, eval_dir)
     if grids and not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
         raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
+    run_dir, timing = pathlib.Path(checkpoint).parent, pathlib.Path(checkpoint).with_name('train_time.json')
+    timed = info['train_time'] = read_json(timing) if timing.is_file() else {}  # checked before the evaluation
+    if timed and not (is_real(timed.get('seconds')) and isinstance(timed.get('epochs'), dict)):
+        raise ValueError(f'{timing} needs "seconds" (a number) and "epochs" (an object): restore or regenerate it')
+    rows = read_summary(run_dir / TRAINING_LOG) if (run_dir / TRAINING_LOG).is_file() else None
     metrics = evaluate(model, eval_dir, eval_split, batch_size=batch_size, workers=workers, device=device,
                        progress=progress)
     if grids:  # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
@@ -170,20 +173,17 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     metrics['dataset'], metrics['dataset_name'] = dataset, dataset_name
     if repo_id:
         model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
-    run_dir = pathlib.Path(checkpoint).parent
-    if (run_dir / 'train_time.json').is_file():
-        info['train_time'] = read_json(run_dir / 'train_time.json')
     info['checkpoint_file'] = pathlib.Path(checkpoint).name
     # written and verified beside out_dir after the (long) evaluation, then swapped in whole: a failure leaves it
     with replaced_folder(out) as staging:
         save_for_hf(model, staging, model_config={'label_names': classes}, safe_serialization=True)
         name = repo_id.split('/')[-1] if repo_id else info['architecture']
-        log = (run_dir / TRAINING_LOG).is_file()  # the run's per-epoch record travels with the weights
+        log = rows is not None  # the run's per-epoch record travels with the weights
         curve = log and importlib.util.find_spec('matplotlib') is not None  # else the card gets no learning curve
         if log:
             shutil.copy(run_dir / TRAINING_LOG, staging / TRAINING_LOG)
         if curve:
-            plot_learning_curve(read_summary(run_dir / TRAINING_LOG), staging / LEARNING_CURVE,
+            plot_learning_curve(rows, staging / LEARNING_CURVE,
                                 f'{name}: validation top-1 per epoch')
         (staging / 'README.md').write_text(model_card(
             name, model, metrics, info, metrics['dataset'], repo_id, train_command=train_command,
@@ -278,7 +278,8 @@ def verify_folder(folder) -> None:
         changed = sorted(k for k, v in model.state_dict().items() if not torch.equal(v, state[k]))
         if changed:
             raise ValueError(f'{changed[:4]} do not load as saved: config.json builds another model than the weights')
-        transform, mode = eval_transform(resolve_data_config(model=model))
+        raw = {k: model.pretrained_cfg[k] for k in ('crop_pct', 'crop_mode') if k in model.pretrained_cfg}
+        transform, mode = eval_transform(dict(resolve_data_config(model=model), **raw))  # 0 is not timm's 0.875
         channels, height, width = model.pretrained_cfg['input_size']
         with torch.no_grad():
             model(transform(Image.new(mode, (width, height))).unsqueeze(0))
@@ -288,9 +289,10 @@ def verify_folder(folder) -> None:
         raise ValueError(f'{folder} does not load ({type(e).__name__}: {e}): fix config.json or export it again') from e
     labels = config.get('label_names', config.get('pretrained_cfg', {}).get('label_names'))
     if labels is not None and (not isinstance(labels, list) or not all(isinstance(n, str) for n in labels)
-                               or len(labels) != model.num_classes):
+                               or not len(set(labels)) == len(labels) == model.num_classes):
         got = f'{short(labels)} ({len(labels)} names)' if isinstance(labels, list) else repr(labels)
-        raise ValueError(f'{folder}/config.json: label_names must be a list of {model.num_classes} names, got {got}')
+        raise ValueError(f'{folder}/config.json: label_names must be a list of {model.num_classes} distinct names, got '
+                         f'{got}')
 
 
 # ---- publish / cache ----------------------------------------------------------------------------

@@ -9,12 +9,14 @@ time), lyapunov.png (log growth of the tangent vector per step) and summary.json
 """
 import argparse
 import json
+import math
 import pathlib
 from typing import Any, Dict, Optional
 
 import torch
 
 from . import analysis
+from ._checks import write_atomic
 from .layers import ContinuousDepthStack
 
 
@@ -110,7 +112,7 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
         'nfe': int(getattr(model, 'nfe', 0)),
         'figures': ['attention_over_time.png', 'trajectory_pca.png', 'dynamics.png', 'lyapunov.png'],
     }
-    (out / 'summary.json').write_text(json.dumps(_finite_or_none(summary), indent=2))
+    write_atomic(out / 'summary.json', json.dumps(_finite_or_none(summary), indent=2))
     return summary
 
 
@@ -121,13 +123,11 @@ def _save(fig, path: pathlib.Path) -> None:
 
 def _finite_or_none(obj):
     """JSON has no NaN/Inf: write them as null."""
-    if isinstance(obj, float):
-        return obj if obj == obj and abs(obj) != float('inf') else None
     if isinstance(obj, dict):
         return {k: _finite_or_none(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_finite_or_none(v) for v in obj]
-    return obj
+    return None if isinstance(obj, float) and not math.isfinite(obj) else obj
 
 
 def inspect_parser() -> argparse.ArgumentParser:

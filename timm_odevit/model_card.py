@@ -48,9 +48,15 @@ def gmacs(model: torch.nn.Module) -> float:
 
 
 def read_summary(path: pathlib.Path) -> List[Dict[str, float]]:
-    """train.py's summary.csv as rows of floats (epoch, eval_top1, ...)."""
-    with open(path, newline='') as f:
-        return [{k: float(v) for k, v in row.items() if v not in ('', None)} for row in csv.DictReader(f)]
+    """train.py's summary.csv as rows of floats (epoch, eval_top1, ...); ValueError naming the file unless it is one."""
+    try:
+        with open(path, newline='') as f:
+            rows = [{k: float(v) for k, v in row.items() if v not in ('', None)} for row in csv.DictReader(f)]
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, csv.Error) as e:
+        raise ValueError(f'cannot read {path} as train.py\'s summary.csv ({e}): restore or regenerate it') from e
+    if not rows or not all({'epoch', 'eval_top1'} <= row.keys() for row in rows):
+        raise ValueError(f'{path} is not train.py\'s summary.csv: every row needs epoch and eval_top1')
+    return rows
 
 
 def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: str) -> None:
@@ -76,8 +82,7 @@ def family(model: torch.nn.Module) -> str:
     """'ode' (a solver integrates the depth), 'recurrent' (one block iterated) or 'discrete' (a plain
     stack of blocks: the matched timm ViT baselines, or any other timm model)."""
     from .layers import ContinuousDepthStack
-    stack = getattr(model, 'blocks', None)
-    if not isinstance(stack, ContinuousDepthStack):
+    if not isinstance(stack := getattr(model, 'blocks', None), ContinuousDepthStack):
         return 'discrete'
     return 'recurrent' if stack.solver.method == 'recurrence' else 'ode'
 
@@ -85,8 +90,9 @@ def family(model: torch.nn.Module) -> str:
 def _depth(model: torch.nn.Module) -> str:
     kind = family(model)
     if kind == 'ode':
-        solver = model.blocks.solver
-        return f'{solver.method}, {solver.steps} steps over t ∈ [0, {solver.t_end:g}]'
+        solver = model.blocks.solver  # an adaptive method chooses its steps (per batch): its tolerances say more
+        grid = f'rtol {solver.rtol:g}, atol {solver.atol:g}' if solver.is_adaptive else f'{solver.steps} steps'
+        return f'{solver.method}, {grid} over t ∈ [0, {solver.t_end:g}]'
     if kind == 'recurrent':
         return f'{model.iterations} recurrent iterations of one block'
     return f'{len(model.blocks)} blocks (discrete)' if hasattr(model, 'blocks') else 'discrete layers'
@@ -95,17 +101,14 @@ def _depth(model: torch.nn.Module) -> str:
 def _epoch(info: Dict[str, Any]) -> str:
     """The checkpoint's epoch, 1-based as the learning curve counts (train.py stores the 0-based index)."""
     epoch, total = info.get('epoch'), info.get('train_args', {}).get('epochs')
-    if epoch is None:
-        return 'unknown epoch'
-    return f'epoch {int(epoch) + 1}' + (f' of {total}' if total else '')
+    return 'unknown epoch' if epoch is None else f'epoch {int(epoch) + 1}' + (f' of {total}' if total else '')
 
 
 def _weights(info: Dict[str, Any]) -> str:
-    ema, selected = info.get('ema'), info.get('selected')
-    which = 'EMA' if ema else 'raw'
+    which, selected = 'EMA' if info.get('ema') else 'raw', info.get('selected')
     if selected is None:
         return f'{which} weights'
-    why = ('the weights the run validated and selected on' if (selected == 'ema') == bool(ema) else
+    why = ('the weights the run validated and selected on' if (selected == 'ema') == (which == 'EMA') else
            f'chosen at export; the run validated and selected on its {"EMA" if selected == "ema" else "raw"} weights')
     return f'{which} weights ({why})'
 
@@ -242,18 +245,13 @@ def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info:
     tag = (repo_id or '').split('/')[-1]
     packaged = bool(repo_id) and packaged_weights(tag).is_file()  # a release whose weights ship in the wheel
     hub = f'`hf-hub:{repo_id}` once this folder is uploaded there' if repo_id else 'the Hub once uploaded'
-    install = ('Neither the package nor these weights are on PyPI or the Hugging Face Hub yet: install the package from '
-               'a checkout of its repository (`pip install .`). ' + (
-                   f'The wheel carries these weights: `{tag}` loads them with no network; this folder also loads as '
-                   f'`local-dir:PATH`, and {hub}.' if packaged else f'The weights load from this folder as '
-                   f'`local-dir:PATH`, and from {hub}.'))
     return str(ModelCard.from_template(
         data, template_path=str(TEMPLATE), name=name,
         description=_description(model, metrics.get('dataset_name') or data.datasets[0]),
         table='\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info)),
         train_command=train_command or 'timm train.py via `python -m timm_odevit.train`',
         recipe=', '.join(f'{k}={args[k]}' for k in RECIPE_KEYS if _shown(k, args)),
-        install=install, load=tag if packaged else f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
+        packaged=packaged, hub=hub, load=tag if packaged else f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
         width=size[2], height=size[1],
         mode='L' if grey else 'RGB', colour='96' if grey else '(128, 96, 64)',
         final='the last block output' if discrete else 'the state at the final time',

@@ -1,4 +1,5 @@
 import pytest
+import numpy as np
 import timm
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -236,3 +237,8 @@ def test_a_default_forward_reads_the_device_once(name, monkeypatch):
     with torch.no_grad():
         model(torch.randn(2, 3, 32, 32))
     assert reads == []
+
+
+def test_stages_take_numpy_integers():
+    model = timm.create_model('bvit_tiny_cifar', stages=np.array([3, 12]))
+    assert model.stages == (3, 12) and all(type(s) is int for s in model.stages)  # JSON-serialisable model args

@@ -305,15 +305,9 @@ def per_channel(values: Sequence[float], channels: int) -> Tuple[float, ...]:
     """Normalization ``mean`` / ``std`` for ``channels`` input channels, as timm's ``adapt_input_conv`` maps
     an RGB first conv: one channel takes the average, more channels repeat R, G, B cyclically."""
     values = tuple(values)
-    if len(values) == channels:
-        return values
-    if channels == 1:
+    if channels == 1 and len(values) != 1:
         return (sum(values) / len(values),)
     return tuple(values[i % len(values)] for i in range(channels))
-
-
-def check_num_classes(num_classes) -> None:
-    check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
 
 
 def check_probability(name: str, value) -> None:
@@ -344,7 +338,7 @@ def check_architecture_args(img_size, patch_size, in_chans, num_classes, embed_d
     if not is_real(mlp_ratio) or not math.isfinite(mlp_ratio) or int(embed_dim * mlp_ratio) < 1:
         raise ValueError(f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}')
     check_int('reg_tokens', reg_tokens, 0)
-    check_num_classes(num_classes)
+    check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
     for name, value in drop_rates.items():
         check_probability(name, value)
 
@@ -532,7 +526,7 @@ class ContinuousDepthViT(VisionTransformer):
         return prune_depth(self, VisionTransformer, indices, prune_norm, prune_head)
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
-        check_num_classes(num_classes)
+        check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
         if global_pool is not None:
             _check_pool(global_pool, self.has_class_token)
         super().reset_classifier(num_classes, global_pool)

@@ -35,7 +35,7 @@ from timm.layers import trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn as vit_filter_fn
 
-from .._checks import check_int
+from .._checks import check_int, is_int
 from ..layers import BlockField, SolverConfig, pop_solver_kwargs
 from ._common import (
     CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, build_continuous_depth_model,
@@ -51,13 +51,13 @@ STAGE_HEADS = ('shared', 'separate')
 def _check_stages(stages: Sequence[int], num_points: Optional[int] = None) -> Tuple[int, ...]:
     """``stages`` as a tuple: 1-based, strictly increasing, and within ``num_points`` if given."""
     stages = tuple(stages)
-    if not stages or any(isinstance(s, bool) or not isinstance(s, int) for s in stages):
+    if not stages or not all(is_int(s) for s in stages):
         raise ValueError(f'stages must be a non-empty sequence of integers, got {stages!r}')
     if any(b <= a for a, b in zip(stages, stages[1:])):
         raise ValueError(f'stages must be strictly increasing, got {stages}')
     if stages[0] < 1 or (num_points is not None and stages[-1] > num_points):
         raise ValueError(f'stages {stages} lie outside the horizon: time points are 1..{num_points or "N"}')
-    return stages
+    return tuple(map(int, stages))
 
 
 class BViT(ContinuousDepthViT):

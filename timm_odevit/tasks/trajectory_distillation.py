@@ -261,9 +261,8 @@ class TrajectoryDistillationTask(TrainingTask):
                                model_kwargs=teacher_model_kwargs)
         self.teacher = DistillationTeacher(teacher, device=self.device, dtype=self.dtype)
         size = getattr(getattr(teacher, 'patch_embed', None), 'img_size', None)  # the size the teacher was built for
-        if size is None and hasattr(teacher, 'pretrained_cfg'):
-            size = teacher.pretrained_cfg['input_size'][-2:]
-        self.teacher_input_size = tuple(size) if size is not None else None
+        size = size or (teacher.pretrained_cfg['input_size'][-2:] if hasattr(teacher, 'pretrained_cfg') else None)
+        self.teacher_input_size = None if size is None else tuple(size)
         self.num_teacher_blocks = _check_teacher_kind(teacher)
         self.teacher_has_cls = _has_class_token(teacher)
         self.teacher_pool = _teacher_pool(teacher)
