@@ -1,6 +1,6 @@
 import pytest
 
-from timm_odevit.tasks import map_teacher_to_student, teacher_step_distances
+from timm_odevit.tasks import align_time_points, map_teacher_to_student, teacher_step_distances
 import torch
 
 
@@ -34,8 +34,39 @@ def test_indices_always_increase_and_end_at_the_last_point(mapping):
 
 
 def test_more_teacher_blocks_than_student_points():
-    with pytest.raises(ValueError, match='cannot map 12 teacher blocks onto 6'):
+    with pytest.raises(ValueError, match='cannot map 12 teacher blocks onto 6 .*align_time_points'):
         map_teacher_to_student(12, 6)
+
+
+def test_a_shallower_teacher_aligns_every_block():
+    assert align_time_points(4, 10) == ([0, 1, 2, 3], map_teacher_to_student(4, 10))
+    assert align_time_points(4, 16, 'arclength', [1, 1, 2, 4]) == ([0, 1, 2, 3], [1, 3, 7, 15])
+
+
+def test_a_deeper_teacher_gives_every_time_point_its_nearest_block():
+    assert align_time_points(12, 6) == ([1, 3, 5, 7, 9, 11], list(range(6)))  # t_i = i/6 = block 2i / 12
+    # t = 0.25, 0.5, 0.75, 1 between blocks 1/6 and 2/6, 3/6, 4/6 and 5/6, 6/6: ties go to the deeper block
+    assert align_time_points(6, 4) == ([1, 2, 4, 5], [0, 1, 2, 3])
+    # arclength: blocks 1-5 cover fractions 0.1 … 0.5 of the path, block 6 the rest: t = 0.5 is block 5
+    assert align_time_points(6, 2, 'arclength', [1, 1, 1, 1, 1, 5]) == ([4, 5], [0, 1])
+    # nearest blocks 3, 5, 6, 6 are made strictly increasing: 3, 4, 5, 6
+    assert align_time_points(6, 4, 'arclength', [1, 1, 1, 1, 1, 5]) == ([2, 3, 4, 5], [0, 1, 2, 3])
+    assert align_time_points(3, 1) == ([2], [0])
+
+
+@pytest.mark.parametrize('mapping', ['uniform', 'arclength', 'softmax'])
+def test_alignment_pairs_increase_and_end_at_both_last_points(mapping):
+    for L, N in ((3, 3), (5, 7), (7, 5), (12, 3), (6, 1)):
+        blocks, points = align_time_points(L, N, mapping, distances=[1.0] * (L - 1) + [50.0])
+        assert len(blocks) == len(points) == min(L, N) and (blocks[-1], points[-1]) == (L - 1, N - 1)
+        assert all(b > a for seq in (blocks, points) for a, b in zip(seq, seq[1:]))
+
+
+def test_alignment_refuses_bad_grids_and_distances():
+    with pytest.raises(ValueError, match='num_student must be an integer >= 1, got 0'):
+        align_time_points(4, 0)
+    with pytest.raises(ValueError, match="mapping 'arclength' needs 6 measured teacher step distances"):
+        align_time_points(6, 3, 'arclength')
 
 
 def test_bad_mapping_arguments():

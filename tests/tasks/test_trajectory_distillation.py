@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import timm_odevit  # noqa: F401
-from timm_odevit.tasks import TrajectoryDistillationTask
+from timm_odevit.tasks import TrajectoryDistillationTask, align_time_points
 from timm_odevit.tasks.trajectory_distillation import load_teacher
 
 CIFAR = pathlib.Path(__file__).resolve().parents[2].parent / 'shared' / 'data' / 'cifar10'
@@ -88,10 +88,11 @@ def test_checkpoint_state_roundtrip_and_student_only_export():
     task = TrajectoryDistillationTask(student, _teacher(), mapping='softmax', calibration_batch=torch.randn(2, 3, 32, 32))
     state = task.get_checkpoint_state()
     assert set(state['state_dict']) == set(student.state_dict())  # the exported model is the student only
-    assert set(state['task_state']) == {'projection', 'indices', 'epochs_started'}
+    assert set(state['task_state']) == {'projection', 'indices', 'teacher_blocks', 'distances', 'epochs_started'}
     other = TrajectoryDistillationTask(timm.create_model('odevit_tiny_cifar', steps=6), _teacher())
     other.load_checkpoint_state(state['state_dict'], state['task_state'])
-    assert other.student_indices == task.student_indices
+    assert other.student_indices == task.student_indices and len(task.trainable_module.distances) == 4
+    assert other.trainable_module.distances == task.trainable_module.distances  # drawn grids align as before
     torch.testing.assert_close(other.trainable_module.projection.weight, task.trainable_module.projection.weight)
 
 
@@ -137,9 +138,50 @@ def test_teacher_without_intermediates():
         TrajectoryDistillationTask(timm.create_model('odevit_tiny_cifar'), torch.nn.Linear(3, 3))
 
 
-def test_more_teacher_blocks_than_time_points():
-    with pytest.raises(ValueError, match='cannot map 4 teacher blocks onto 2'):
-        TrajectoryDistillationTask(timm.create_model('odevit_tiny_cifar', steps=2), _teacher())
+def _kd_by_hand(task, teacher, student_states, blocks, x):
+    """The trajectory loss recomputed: the teacher's [CLS] at ``blocks`` against the student's projected [CLS]."""
+    x_t = F.interpolate(x * task.student_std + task.student_mean, size=(224, 224), mode='bicubic', align_corners=False)
+    with torch.no_grad():
+        h = teacher.forward_intermediates((x_t - task.teacher.mean_kd) / task.teacher.std_kd, output_fmt='NLC',
+                                          return_prefix_tokens=True, intermediates_only=True)
+    proj = task.trainable_module.projection
+    return torch.stack([F.mse_loss(proj(prefix[:, 0]), h[k][1][:, 0])
+                        for (_, prefix), k in zip(student_states, blocks)]).mean()
+
+
+def test_a_teacher_deeper_than_the_grid_aligns_its_nearest_block_to_every_time_point():
+    x, y = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+    teacher, student = _teacher(), timm.create_model('odevit_tiny_cifar', steps=2)  # 4 blocks onto t = 0.5, 1
+    task = TrajectoryDistillationTask(student, teacher, criterion=torch.nn.CrossEntropyLoss())
+    assert (task.trainable_module.teacher_blocks, task.student_indices) == ([1, 3], [0, 1])
+    out = task(x, y)
+    final, states = student.forward_intermediates(x, indices=[0, 1], output_fmt='NLC', return_prefix_tokens=True)
+    torch.testing.assert_close(out['kd_loss'], _kd_by_hand(task, teacher, states, [1, 3], x), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(out['output'], student.forward_head(final))
+
+
+def test_a_student_that_draws_its_depth_is_aligned_to_each_drawn_grid():
+    x, y = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
+    teacher, student = _teacher(), timm.create_model('odevit_tiny_cifar', steps=6, train_depth=(2, 8))
+    task = TrajectoryDistillationTask(student, teacher, criterion=torch.nn.CrossEntropyLoss(), jasmin_weight=0.5)
+    task.train()
+    seen = set()
+    for seed in range(6):
+        torch.manual_seed(seed)
+        depth = int(torch.randint(2, 9, ()))  # the draw the forward below makes
+        torch.manual_seed(seed)
+        out = task(x, y)
+        assert student.nfe == depth
+        blocks, points = align_time_points(4, depth)
+        student.eval().set_solver(steps=depth)
+        final, states = student.forward_intermediates(x, indices=points, output_fmt='NLC', return_prefix_tokens=True)
+        student.set_solver(steps=6)
+        task.train()
+        torch.testing.assert_close(out['kd_loss'], _kd_by_hand(task, teacher, states, blocks, x), rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(out['output'], student.forward_head(final), rtol=1e-4, atol=1e-5)
+        out['loss'].backward()
+        seen.add(depth < 4)
+    assert seen == {True, False}  # grids both coarser and finer than the teacher
 
 
 def test_unknown_mapping_and_tokens():

@@ -114,7 +114,7 @@ def test_compile_compiles_the_student_and_keeps_the_loss():
     assert eval_model is task.get_eval_model() and eval_model._orig_mod is student
     assert hasattr(task.trainable_module, '_orig_mod')
     torch.testing.assert_close(task(x, y)['loss'], eager)
-    assert set(task.get_task_state()) == {'projection', 'indices', 'epochs_started'}
+    assert set(task.get_task_state()) == {'projection', 'indices', 'teacher_blocks', 'distances', 'epochs_started'}
 
 
 def test_wrapper_refuses_trajectory_flags_without_the_trajectory_type():

@@ -397,15 +397,23 @@ class ContinuousDepthStack(nn.Module):
         _check_no_mask(attn_mask, is_causal)
         if not (self.training and self.train_depth is not None):
             return self._walk_intervals(x, len(self))[-1]
+        return self.drawn_states(x)[-1]
+
+    def drawn_states(self, x: torch.Tensor) -> List[torch.Tensor]:
+        """Training with ``train_depth``: X(t_1) … X(t_n) on the grid of one drawn depth (n = its steps), the last
+        checked; what a training forward integrates."""
+        if not (self.training and self.train_depth is not None):
+            raise ValueError('drawn_states integrates a drawn depth: call it in training mode with train_depth set')
         hooked = [str(m.index) for m in self if _hooked(m)]
         if hooked:
             raise self._drawn_error(f'intervals {", ".join(hooked)} carry hooks on')
-        cfg, x0, i, nfe = self._drawn_config(x.device), x, 0, 0
-        while i < cfg.steps:
-            states, evals = self._advance(x, i, cfg)
-            x, i, nfe = states[-1], i + len(states), nfe + evals
+        cfg, states, nfe = self._drawn_config(x.device), [x], 0
+        while len(states) <= cfg.steps:
+            new, evals = self._advance(states[-1], len(states) - 1, cfg)
+            states, nfe = states + new, nfe + evals
         self._stats.nfe, self._stats.last_interval = nfe, None
-        return self.checked(x0, x)
+        self.checked(x, states[-1])
+        return states[1:]
 
     def _drawn_error(self, what: str) -> ValueError:
         return ValueError(f'train_depth draws the depth of every training forward, but {what} the configured grid '

@@ -1,7 +1,10 @@
 """Trajectory distillation: a discrete timm ViT teacher guides the student's ODE trajectory.
 
 ODE-ViT's teacher–student framework (arXiv 2511.16501): the teacher's block outputs h_1..h_L are
-treated as samples of the ODE solution X(t) at time points c_1 < … < c_L of the student's grid.
+treated as samples of the ODE solution X(t) at time points c_1 < … < c_L of the student's grid. A teacher
+deeper than the grid (L > N) gives each of the N time points one block, the one nearest in time (the
+others are not aligned); a student with ``train_depth`` is aligned afresh to the grid each training
+forward draws (:func:`~timm_odevit.tasks.time_mapping.align_time_points`).
 
     loss = task_w · CE(student logits)            (from ``ce_start_epoch`` on)
          + distill_w · mean_k MSE(P·x_{c_k}, h_k)  (P: learned projection when widths differ)
@@ -35,9 +38,10 @@ from timm.task.distillation import DistillationTeacher
 from timm.utils import AttentionExtract, unwrap_model
 
 from ..layers import depth_stack, explicit_attention
+from ..models._common import embed_tokens
 from .._checks import check_int, check_number
 from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss, resample_square
-from .time_mapping import check_mapping, map_teacher_to_student, teacher_step_distances
+from .time_mapping import align_time_points, check_mapping, teacher_step_distances
 
 _logger = logging.getLogger(__name__)
 TOKEN_MODES = ('cls', 'all')
@@ -145,17 +149,22 @@ def teacher_from_checkpoint(name: str, checkpoint: str, model_kwargs: Optional[D
 
 
 class TrajectoryStudent(nn.Module):
-    """Student + width projection; ``forward`` returns (logits, taps) so DDP sees one forward.
+    """Student + width projection; ``forward`` returns (logits, taps, states, teacher blocks, time points, grid
+    points) so DDP sees one forward.
 
-    taps: list over the mapped time points of (prefix tokens (B, P, D_t), patch tokens (B, M, D_t));
-    states: the same time points' unprojected token states (B, N, D_s).
+    taps: list over the aligned time points of (prefix tokens (B, P, D_t), patch tokens (B, M, D_t));
+    states: the same time points' unprojected token states (B, N, D_s). On the configured grid the pairs are
+    (``teacher_blocks``, ``indices``); a student with ``train_depth`` draws a grid per training forward and the
+    teacher's blocks are aligned to that grid (:func:`align_time_points`, with the calibrated ``distances``).
     """
 
-    def __init__(self, student: nn.Module, indices: List[int], projection: Optional[nn.Module]):
+    def __init__(self, student: nn.Module, alignment: Tuple[List[int], List[int]], projection: Optional[nn.Module],
+                 mapping: Tuple[int, str, float]):
         super().__init__()
         self.student = student
         self.projection = projection if projection is not None else nn.Identity()
-        self.indices = list(indices)
+        self.teacher_blocks, self.indices = (list(a) for a in alignment)
+        self.mapping, self.distances = mapping, None  # (L, mapping, T); measured teacher step distances
         self.epochs_started = 0
 
     def train(self, mode: bool = True):
@@ -168,16 +177,23 @@ class TrajectoryStudent(nn.Module):
         return {'student.' + n for n in getattr(student, 'no_weight_decay', lambda: set())()}
 
     def forward(self, x: torch.Tensor):
-        student = self.student
-        final, taps = student.forward_intermediates(
-            x, indices=self.indices, output_fmt='NLC', return_prefix_tokens=True)
+        student, stack = self.student, depth_stack(self.student)
+        blocks, indices, num_points = self.teacher_blocks, self.indices, stack.num_time_points
+        if self.training and stack.train_depth is not None:  # anytime training: align to the grid drawn now
+            drawn = stack.drawn_states(embed_tokens(student, x))
+            L, mapping, temperature = self.mapping
+            blocks, indices = align_time_points(L, len(drawn), mapping, self.distances, temperature)
+            final, num_points, P = student.norm(drawn[-1]), len(drawn), student.num_prefix_tokens
+            taps = [(drawn[i][:, P:], drawn[i][:, :P]) for i in indices]
+        else:
+            final, taps = student.forward_intermediates(x, indices=indices, output_fmt='NLC', return_prefix_tokens=True)
         logits = student.forward_head(final)
         out, states = [], []
         for item in taps:
             patches, prefix = _split(item)
             out.append((self.projection(prefix) if prefix is not None else None, self.projection(patches)))
             states.append(torch.cat([prefix, patches], 1) if prefix is not None else patches)
-        return logits, out, states
+        return logits, out, states, blocks, indices, num_points
 
 
 class TrajectoryDistillationTask(TrainingTask):
@@ -249,9 +265,6 @@ class TrajectoryDistillationTask(TrainingTask):
         self.jasmin_weight = check_number('jasmin_weight', jasmin_weight)
         check_int('jasmin_k', jasmin_k, 2)  # the rank compared with the top probability (reference: 2, 10 free)
         student = unwrap_model(student_model)
-        if getattr(student, 'train_depth', None):
-            raise ValueError(f'the student draws its depth (train_depth={student.train_depth}), but trajectory '
-                             'distillation aligns fixed time points: build the student without train_depth')
         num_points = _num_time_points(student)
         num_tokens = getattr(getattr(student, 'patch_embed', None), 'num_patches', None)
         if jasmin_weight and num_tokens is not None and jasmin_k > num_tokens + student.num_prefix_tokens:
@@ -279,7 +292,7 @@ class TrajectoryDistillationTask(TrainingTask):
                 raise ValueError('the attention-mass loss needs a [CLS] token in teacher and student')
             self._teacher_attn = self._attention_extract(teacher)
 
-        indices = map_teacher_to_student(self.num_teacher_blocks, num_points, 'uniform')  # validates L <= N
+        alignment = align_time_points(self.num_teacher_blocks, num_points)
         for name, value in (('mean', mean), ('std', std)):  # of the images the task gets
             self.register_buffer(f'student_{name}', torch.tensor(_channels(name, value, student), device=self.device)
                                  .view(1, -1, 1, 1), persistent=False)
@@ -288,7 +301,8 @@ class TrajectoryDistillationTask(TrainingTask):
         projection = nn.Linear(s_dim, t_dim, device=self.device, dtype=self.dtype) if t_dim != s_dim else None
         if init_student_from_teacher:
             self._init_student(student, teacher)
-        self.trainable_module = TrajectoryStudent(student_model, indices, projection)
+        self.trainable_module = TrajectoryStudent(
+            student_model, alignment, projection, (self.num_teacher_blocks, mapping, self.mapping_temperature))
         self.calibrated = mapping == 'uniform'
         if calibration_batch is not None and not self.calibrated:
             self.calibrate(calibration_batch)
@@ -396,22 +410,23 @@ class TrajectoryDistillationTask(TrainingTask):
 
     @torch.no_grad()
     def calibrate(self, x: torch.Tensor) -> List[int]:
-        """Measure the teacher's step distances on ``x`` and set the student time points."""
+        """Measure the teacher's step distances on ``x`` and align its blocks with the student's time points."""
+        trainable = unwrap_model(self.trainable_module)
         if self.mapping != 'uniform':
             states = self._teacher_states(x)
-            distances = teacher_step_distances([self._targets(s) for s in states])
-            num_points = _num_time_points(unwrap_model(self.trainable_module).student)
-            indices = torch.tensor(map_teacher_to_student(
-                self.num_teacher_blocks, num_points, self.mapping, distances, self.mapping_temperature),
-                device=x.device)
+            distances = torch.tensor(teacher_step_distances([self._targets(s) for s in states]), device=x.device,
+                                     dtype=torch.float64)
             if dist.is_available() and dist.is_initialized():
-                dist.broadcast(indices, src=0)  # every rank aligns to the same time points
-            unwrap_model(self.trainable_module).indices = indices.tolist()
+                dist.broadcast(distances, src=0)  # every rank aligns to the same time points
+            trainable.distances = distances.tolist()
+            trainable.teacher_blocks, trainable.indices = align_time_points(
+                self.num_teacher_blocks, _num_time_points(trainable.student), self.mapping, trainable.distances,
+                self.mapping_temperature)
             if self.verbose:
-                _logger.info(f'calibrated {self.mapping} mapping: distances {[round(d, 3) for d in distances]} '
-                             f'-> student time points {indices.tolist()}')
+                _logger.info(f'calibrated {self.mapping} mapping: distances {[round(d, 3) for d in trainable.distances]}'
+                             f' -> teacher blocks {trainable.teacher_blocks} at student time points {trainable.indices}')
         self.calibrated = True
-        return unwrap_model(self.trainable_module).indices
+        return trainable.indices
 
     # ---- timm TrainingTask API -------------------------------------------------------------
     @property
@@ -448,6 +463,7 @@ class TrajectoryDistillationTask(TrainingTask):
             return {}
         trainable = unwrap_model(module)
         return {'projection': trainable.projection.state_dict(), 'indices': list(trainable.indices),
+                'teacher_blocks': list(trainable.teacher_blocks), 'distances': trainable.distances,
                 'epochs_started': trainable.epochs_started}
 
     def load_task_state(self, state, strict: bool = True, module: Optional[nn.Module] = None, ema: bool = False):
@@ -457,6 +473,8 @@ class TrajectoryDistillationTask(TrainingTask):
         trainable = unwrap_model(module)
         trainable.projection.load_state_dict(state.get('projection', {}), strict=strict)
         trainable.indices = list(state['indices'])
+        trainable.teacher_blocks = list(state.get('teacher_blocks', range(len(trainable.indices))))
+        trainable.distances = state.get('distances')
         trainable.epochs_started = state.get('epochs_started', trainable.epochs_started)
         self.calibrated = True
 
@@ -466,10 +484,10 @@ class TrajectoryDistillationTask(TrainingTask):
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> Dict[str, torch.Tensor]:
         if not self.calibrated:
             self.calibrate(input)
-        logits, student_states, raw_states = self.trainable_module(input)
+        logits, student_states, raw_states, blocks, indices, num_points = self.trainable_module(input)
         teacher_states = self._teacher_states(input)
         kd_losses = []
-        for (s_prefix, s_patches), t_state in zip(student_states, teacher_states):
+        for (s_prefix, s_patches), t_state in zip(student_states, [teacher_states[k] for k in blocks]):
             pooled = _pool(s_prefix, s_patches, self.teacher_pool, self.pool_include_prefix)  # pooled as the teacher
             kd = F.mse_loss(pooled, self._targets(t_state))
             if self.tokens == 'all':
@@ -495,8 +513,7 @@ class TrajectoryDistillationTask(TrainingTask):
                 result['attn_mass_loss'] = attention_mass_l1(s_mass, t_mass)
                 result['loss'] = result['loss'] + self.attn_mass_weight * result['attn_mass_loss']
             if self.jasmin_weight:
-                n = _num_time_points(student)
-                late = [z for i, z in zip(self.student_indices, raw_states) if (i + 1) / n >= 0.15]
+                late = [z for i, z in zip(indices, raw_states) if (i + 1) / num_points >= 0.15]
                 result['jasmin_loss'] = torch.stack(
                     [jasmin_loss(field.attention_probs(z), self.jasmin_k) for z in late]).mean()
                 result['loss'] = result['loss'] + self.jasmin_weight * result['jasmin_loss']
