@@ -66,11 +66,38 @@ def seed_of(key: str) -> int:
     return int(key.rsplit('@seed', 1)[1]) if '@seed' in key else 0
 
 
+ROW_TABLES = ('runs', 'rows', 'results')  # where the scripts keep their rows (a dict by key, or a list)
+
+
+def stamp_new_rows(payload: dict, old: dict, env: Dict[str, str]) -> dict:
+    """Give every row of ``payload`` that is new or changed since ``old`` (the file on disk) the ``environment`` it
+    was measured in; rows carried over unchanged keep what they had: a record is made when a row is measured and
+    never back-filled onto older rows."""
+    for key in ROW_TABLES:
+        table, before = payload.get(key), old.get(key)
+        if isinstance(table, dict):
+            before = before if isinstance(before, dict) else {}
+            rows = [(row, before.get(k)) for k, row in table.items()]
+        elif isinstance(table, list):
+            before = before if isinstance(before, list) else []
+            rows = [(row, row if row in before else None) for row in table]
+        else:
+            continue
+        for row, was in rows:
+            if isinstance(row, dict) and 'environment' not in row and row != was:
+                row['environment'] = env
+    return payload
+
+
 def write_result(name: str, payload: dict) -> pathlib.Path:
+    """Write ``bench/results/<name>.json`` atomically: the payload, the environment of this command at the top, and
+    per row (:func:`stamp_new_rows`) the environment of the command that measured it."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f'{name}.json'
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    env = environment()
     tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')  # atomic: an interrupted write keeps the old file
-    tmp.write_text(json.dumps({'environment': environment(), **payload}, indent=2) + '\n')
+    tmp.write_text(json.dumps({'environment': env, **stamp_new_rows(payload, old, env)}, indent=2) + '\n')
     os.replace(tmp, path)
     return path
 

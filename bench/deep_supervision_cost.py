@@ -3,8 +3,10 @@
 One AdamW update (forward, loss, backward, step) of ``--model`` trained plainly (loss on the last
 iterate) vs with deep supervision at ``--stages`` (shared head; the loss of
 :class:`timm_odevit.tasks.DeepSupervisionTask`), same batch, in one run with the order rotated
-every round, so the ratio holds on a busy machine. The extra work is one norm + head per extra
-stage; the block evaluations are the same.
+every round, so that drift in the machine's load hits both alike (it does not remove the noise of a
+busy machine: the run on file gave a ratio below 1, and the 3-epoch runs of deep_supervision_horizon.py
+took longer with deep supervision; docs/results.md gives both). The extra work is one norm + head per
+extra stage; the block evaluations are the same.
 
     python bench/deep_supervision_cost.py [--batch 64] [--stages 3 6 9 12] [--repeats 8]
 

@@ -9,6 +9,10 @@ LayerNorm between X(1) and the head to either model (``final_norm=True`` for our
 cost of that deviation. Before training, our weights are copied into the reference model and the
 two forwards are compared (``max_logit_diff``).
 
+The rows in results/odevit_parity.json predate issue 25: "ours" was built with the classifier init of that date,
+the reference's spectral-norm-1 head (today ``head_init='spectral'``); run today, ``ours`` gets timm's trunc-normal
+head, the current default. The JSON records no head init.
+
 The reference code is not part of this project. Pass a checkout of it:
 
     git clone https://github.com/Bycarkos/ODE-ViT /path/to/ODE-ViT

@@ -189,8 +189,11 @@ def _grid_study_repeats(ctx: Context) -> Dict[str, List[float]]:
 
 
 BUDGETS = {b.key: b for b in [
-    Budget('45k', '45k images, 2 epochs (`accuracy_vs_params`, `distillation_cifar10`)', '10,000',
+    Budget('45k', '45k images, 2 epochs (repeats: `accuracy_vs_params`; also compared here: `distillation_cifar10`, '
+                  'single runs)', '10,000',
            lambda ctx: {k: list(v.values()) for k, v in _acc_arms(ctx).items()}),
+    Budget('45k_grid', '45k images, 2 epochs, re-integrated on other grids (`accuracy_vs_params` inference grid sweep)',
+           '2,000', lambda ctx: {f'{m} {n}': grid(ctx, 'odevit_tiny_cifar', m, n) for m, n in (('euler', 6),)}),
     Budget('10k', '10k images, 2 epochs (`odevit_parity`, `odevit_stability`)', '2,000', _repeats_10k),
     Budget('15k', '15k images, 2 epochs (`odevit_ablation`)', '2,000', _rows_by('odevit_ablation', lambda r: r['variant'])),
     Budget('4k-distill', '4k images, 3 epochs (`distillation_small`)', '2,000',
@@ -315,7 +318,8 @@ COMPARISONS = [
     ('odevit_vs_vit_odevit_flops', '`odevit_tiny_cifar` vs the discrete ViT of its FLOPs at 6 steps (`vit_odevit_tiny_cifar_flops_matched`)', '45k',
      lambda c: acc(c, 'odevit_tiny_cifar'), lambda c: acc(c, 'vit_odevit_tiny_cifar_flops_matched'),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar vit_odevit_tiny_cifar_flops_matched --seed N'),
-    ('odevit_vs_vit_bvit_params', '`odevit_tiny_cifar` (0.56M) vs the discrete ViT of **bViT\'s** parameters (`vit_tiny_cifar_params_matched`, 0.46M)', '45k',
+    ('odevit_vs_vit_bvit_params', '`odevit_tiny_cifar` vs the discrete ViT of **bViT\'s** parameters (`vit_tiny_cifar_params_matched`, fewer '
+     'than ODE-ViT\'s: accuracy table)', '45k',
      lambda c: acc(c, 'odevit_tiny_cifar'), lambda c: acc(c, 'vit_tiny_cifar_params_matched'),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar vit_tiny_cifar_params_matched --seed N'),
     ('bvit_vs_vit_params', '`bvit_tiny_cifar` vs the discrete ViT of its parameters (`vit_tiny_cifar_params_matched`)', '45k',
@@ -336,13 +340,13 @@ COMPARISONS = [
     ('distill_45k', 'trajectory-distilled `odevit_tiny_cifar` vs the same from scratch', '45k',
      lambda c: distill45(c, 'distilled'), lambda c: distill45(c, 'scratch'),
      'python bench/distillation_cifar10.py --student odevit_tiny_cifar --checkpoints checkpoints'),
-    ('grid_euler24', 'trained on euler 6, evaluated on euler 24 vs on euler 6 (2,000 test images)', '45k',
+    ('grid_euler24', 'trained on euler 6, evaluated on euler 24 vs on euler 6 (2,000 test images)', '45k_grid',
      lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 24), lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 6),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar --seed N'),
-    ('grid_rk4_6', 'trained on euler 6, evaluated with rk4 6 vs euler 6 (2,000 test images)', '45k',
+    ('grid_rk4_6', 'trained on euler 6, evaluated with rk4 6 vs euler 6 (2,000 test images)', '45k_grid',
      lambda c: grid(c, 'odevit_tiny_cifar', 'rk4', 6), lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 6),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar --seed N'),
-    ('parity', 'ours (registered defaults) vs the authors\' `ViTNeuralODE`', '10k',
+    ('parity', 'ours (spectral-norm head, the default when run) vs the authors\' `ViTNeuralODE`', '10k',
      lambda c: parity(c, 'ours'), lambda c: parity(c, 'reference'),
      'python bench/odevit_parity.py --reference-dir ODE-ViT --seeds 0 1'),
     ('layernorm_vs_centernorm_10k', 'LayerNorm field vs CenterNorm field', '10k',
@@ -572,6 +576,12 @@ def releases(ctx: Context) -> List[dict]:
     return out
 
 
+def _card_rounded(cycle: dict) -> bool:
+    """A cycle whose wall time record.json took from its card's rounded hours (its ``seconds_from``), not from
+    train_time.json's seconds (cycle 0 of both releases, commit 0fc0032)."""
+    return 'card' in cycle.get('seconds_from', '')
+
+
 def _lineage(r: dict, key: str, last: str) -> str:
     """A card's value for the last cycle, and the total over the release's cycles (record.json) when it has several."""
     rec = r['cycles']
@@ -579,7 +589,10 @@ def _lineage(r: dict, key: str, last: str) -> str:
         return last
     if key == 'epochs':
         return f"{last} (last cycle); {sum(c['epochs'] for c in rec['cycles'])} over {len(rec['cycles'])} cycles"
-    return f"{last} (last cycle); {rec['total_seconds'] / 3600:.1f} h over {len(rec['cycles'])} cycles"
+    rounded = [c for c in rec['cycles'] if _card_rounded(c)]
+    note = ''.join(f"; cycle {c['cycle']}'s {c['seconds'] / 3600:.1f} h is copied from its card, rounded to 0.1 h"
+                   for c in rounded)
+    return f"{last} (last cycle); {rec['total_seconds'] / 3600:.1f} h over {len(rec['cycles'])} cycles{note}"
 
 
 def table_releases(ctx: Context) -> str:
@@ -601,9 +614,12 @@ def table_noise_floor(ctx: Context) -> str:
     for b in BUDGETS.values():
         reps = b.repeats(ctx)
         n, how = floor(ctx, b.key)
-        detail = '; '.join(f'{k}: {", ".join(f"{x:.2f}" for x in v)} (range {spread(v):.2f})' for k, v in reps.items()) or '–'
+        detail = '; '.join(f'{k}: {", ".join(f"{x:.2f}" for x in v)} '
+                           + (f'(range {spread(v):.2f})' if len(v) >= MIN_SEEDS else f'({len(v)} runs: not counted)')
+                           for k, v in reps.items()) or '–'
         rows.append([b.label, b.test_images, detail, f'**{n:.2f}**', how])
-    return md_table(['budget', 'test images', 'repeated runs of one recipe (top-1 %)', 'noise floor N (points)', 'N from'], rows)
+    return md_table(['budget', 'test images', f'repeated runs of one recipe (top-1 %; only ≥ {MIN_SEEDS} runs count '
+                     'towards N)', 'noise floor N (points)', 'N from'], rows)
 
 
 def table_comparisons(ctx: Context, ids: Optional[Sequence[str]] = None) -> str:
@@ -674,7 +690,10 @@ def table_inference_grid(ctx: Context) -> str:
 def table_parity(ctx: Context) -> str:
     rows = []
     for r in ctx.json('odevit_parity')['rows']:
-        rows.append([r['implementation'], r['seed'], 'yes' if r['final_norm'] else 'no', f'{r["params_M"]:.4f}',
+        impl = r['implementation']
+        if impl == 'ours' and 'head_init' not in r:  # rows written before issue 25 record no head init: spectral then
+            impl = 'ours (spectral-norm head, the default when run)'
+        rows.append([impl, r['seed'], 'yes' if r['final_norm'] else 'no', f'{r["params_M"]:.4f}',
                      f'{r["test_top1"]:.2f}', f'{r["state_rms"][0]:.2f} → {r["state_rms"][-1]:.2f}'])
     return md_table(['implementation', 'seed', 'final norm', 'params (M)', 'test top-1 (%)', 'state RMS t = 0 → 1'], rows)
 
@@ -905,8 +924,12 @@ def table_throughput(ctx: Context) -> str:
 
 
 def table_solver_overhead(ctx: Context) -> str:
-    res = ctx.json('solver_overhead')['results']
-    return md_table(['', 'plain loop', '`ContinuousDepthStack` (end point only)', 'torchdiffeq asked for the whole grid'],
+    d = ctx.json('solver_overhead')
+    res = d['results']
+    # the script times model.blocks; runs that predate recorded dates (see SPEED_REWRITES) timed the ODE block before it
+    block = ('`ContinuousDepthStack` (end point only)' if d['environment'].get('date') else
+             'the ODE block of that date (end point only; since replaced by `ContinuousDepthStack`)')
+    return md_table(['', 'plain loop', block, 'torchdiffeq asked for the whole grid'],
                     [[mode, f'{res[mode]["loop"]["ratio_vs_loop"]:.3f}', f'{res[mode]["odeblock"]["ratio_vs_loop"]:.3f}',
                       f'{res[mode]["full_grid"]["ratio_vs_loop"]:.3f}'] for mode in ('inference', 'train_step')])
 
@@ -920,9 +943,10 @@ def table_train_speed(ctx: Context) -> str:
         else:
             ips = f'< {r["images_per_s_below"]:.2f}'
         stopped = f'stopped after {r["stopped_after_s"]} s' if 'stopped_after_s' in r else ''
+        timed = r['updates_timed'] if 'updates_timed' in r else f'none ({r.get("updates", "?")} logged)'
         out.append([f'`{r["model"]}`', r['setting'], f'`{r["extra_args"]}`' if r['extra_args'] else '–', ips,
-                    f'{r["wall_s"]:.0f}', stopped])
-    return md_table(['model', 'setting', 'train.py args', 'images/s', 'wall (s)', ''], out)
+                    timed, f'{r["wall_s"]:.0f}', stopped])
+    return md_table(['model', 'setting', 'train.py args', 'images/s', 'updates timed', 'wall (s)', ''], out)
 
 
 def table_memory(ctx: Context) -> str:
@@ -1096,6 +1120,46 @@ def _full_epochs(ctx: Context) -> str:
     return '; '.join(text(m) for m in ('odevit_tiny_cifar', 'bvit_tiny_cifar', 'vit_odeified'))
 
 
+# When the speed results were measured. bench/_util.py records date, commit and CPU model in a JSON's environment
+# since e5c732d (2026-12-03); the files written before carry none, and the commit that added each (git log, UTC) is
+# the latest date it can have been measured. The rewrites of the code those files time, with their commits:
+UNDATED_RESULTS = {'throughput': '2026-11-30 02:25', 'solver_overhead': '2026-11-29 19:18',
+                   'train_speed': '2026-11-30 14:29', 'memory_vs_steps': '2026-12-01 16:00'}
+SPEED_REWRITES = [('2026-11-30 12:58', 'eb1d4b8', 'the depth-stack rewrite',
+                   '`ContinuousDepthStack` in place of the ODE block'),
+                  ('2026-12-04 01:38', 'da6b887', 'the Runge–Kutta stepping rewrite',
+                   'our own Butcher tables in `layers/solver.py`, one stepper for all depth')]
+
+
+def _speed_rewrites(ctx: Context) -> str:
+    return ' and '.join(f'{name} ({what}; {commit}, {date} UTC)' for date, commit, name, what in SPEED_REWRITES)
+
+
+def _provenance(ctx: Context, name: str) -> str:
+    """Where and when bench/results/NAME.json was measured, as far as it (or, without a date, git) records it, and
+    which of SPEED_REWRITES it predates."""
+    env = ctx.json(name)['environment']
+    if env.get('date'):
+        when = env['date'][:16].replace('T', ' ')
+        text = (f"`{name}.json` was measured {when} UTC at commit {str(env.get('commit', '?'))[:7]} on "
+                f"{env.get('machine', 'an unrecorded CPU')}")
+    else:
+        when = UNDATED_RESULTS[name]
+        text = f'`{name}.json`, committed {when} UTC (the JSON holds no date, commit or CPU model),'
+    later = [rewrite for date, _, rewrite, _ in SPEED_REWRITES if date > when]
+    if len(later) == len(SPEED_REWRITES) > 1:
+        return text + ' predates both rewrites'
+    return text + (' predates ' + ' and '.join(later) if later else ' postdates the rewrites')
+
+
+def _release_depth_loss(ctx: Context, tag: str) -> float:
+    """Points of test top-1 the released weights lose at 3 steps against their best depth (the last cycle that
+    measured depths)."""
+    rec = next(r for r in releases(ctx) if r['tag'] == tag)['cycles']
+    depths = [c['test_top1_at_depth'] for c in rec['cycles'] if c.get('test_top1_at_depth')][-1]
+    return max(depths.values()) - depths['3']
+
+
 def _floor_note(ctx: Context, budget: str) -> str:
     """Where a budget's floor comes from, in words."""
     n, how = floor(ctx, budget)
@@ -1113,6 +1177,13 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'anytime_inference_weights': _anytime_inference_weights,
     'early_exit_summary': _early_exit_summary,
     'floor_45k_note': lambda c: _floor_note(c, '45k'),
+    'min_seeds': lambda c: MIN_SEEDS,
+    **{f'provenance.{n}': (lambda c, n=n: _provenance(c, n)) for n in UNDATED_RESULTS},
+    'speed_rewrites': _speed_rewrites,
+    'release_3_steps_loss.odevit_tiny_cifar.c10': lambda c: _release_depth_loss(c, 'odevit_tiny_cifar.c10'),
+    # wall time of the two single 3-epoch runs of deep_supervision_horizon (one after the other, not interleaved)
+    'ds_horizon_wall_ratio': lambda c: (c.lookup('deep_supervision_horizon', 'runs.deep_supervision.train_seconds')
+                                        / c.lookup('deep_supervision_horizon', 'runs.plain.train_seconds')),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),

@@ -484,3 +484,23 @@ def test_the_cards_depth_row_of_an_adaptive_solver_gives_its_tolerances_not_step
     assert _depth(timm.create_model('odevit_tiny_cifar', solver='dopri5', rtol=1e-5)) == \
         'dopri5, rtol 1e-05, atol 0.0001 over t ∈ [0, 1]'
     assert _depth(timm.create_model('odevit_tiny_cifar', steps=6)) == 'euler, 6 steps over t ∈ [0, 1]'
+
+
+def test_a_timm_model_trained_at_another_input_size_exports_with_its_runs_preprocessing(tmp_path, eval_dir):
+    """A plain timm ViT trained by train.py at 32 px with CIFAR statistics (--input-size, --mean, --std, --crop-pct)
+    is exported, measured and reloaded through local-dir: with the preprocessing the run trained and validated with,
+    not the registered 224 px ImageNet one (which would not even run: 3137 tokens against 65 position embeddings)."""
+    torch.manual_seed(0)
+    kwargs = {'img_size': 32, 'patch_size': 4, 'depth': 2}
+    model = timm.create_model('vit_tiny_patch16_224', num_classes=10, **kwargs)
+    args = argparse.Namespace(model='vit_tiny_patch16_224', model_kwargs=kwargs, input_size=[3, 32, 32], img_size=None,
+                              mean=[0.4914, 0.4822, 0.4465], std=[0.2470, 0.2435, 0.2616], crop_pct=1.0,
+                              interpolation='', model_ema=False)
+    torch.save({'arch': 'vit_tiny_patch16_224', 'args': args, 'epoch': 0, 'state_dict': model.state_dict()},
+               tmp_path / 'last.pth.tar')
+    metrics = hub.export(str(tmp_path / 'last.pth.tar'), str(tmp_path / 'teacher'), eval_dir=str(eval_dir))
+    cfg = json.loads((tmp_path / 'teacher' / 'config.json').read_text())['pretrained_cfg']
+    assert cfg['input_size'] == [3, 32, 32] and cfg['crop_pct'] == 1.0
+    assert cfg['mean'] == pytest.approx(args.mean) and cfg['std'] == pytest.approx(args.std)
+    loaded = timm.create_model(f'local-dir:{tmp_path / "teacher"}', pretrained=True)
+    assert hub.evaluate(loaded, str(eval_dir))['top1'] == metrics['top1']

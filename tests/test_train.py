@@ -181,11 +181,13 @@ def test_e2e_trajectory_distillation(small_imagefolder, tmp_path):
     teacher = timm.create_model('vit_tiny_patch16_224', num_classes=10)  # a "fine-tuned" teacher saved locally
     ckpt = tmp_path / 'teacher.pth'
     torch.save(teacher.state_dict(), ckpt)
-    log = _train(['--model', 'odevit_tiny_cifar', '--model-kwargs', 'steps=12',
+    # the release's anytime student (6 steps, 3-9 drawn per update) under a 12-block teacher: deeper than every grid
+    log = _train(['--model', 'odevit_tiny_cifar', '--model-kwargs', 'steps=6', 'train_depth=(3,9)',
                   '--data-dir', str(small_imagefolder), '--train-split', 'train', '--val-split', 'test',
                   '--kd-model-name', 'vit_tiny_patch16_224', '--kd-teacher-checkpoint', str(ckpt),
                   '--kd-distill-type', 'trajectory', '--kd-mapping', 'arclength'], tmp_path)
     assert 'TrajectoryDistillationTask' in log and 'calibrated arclength mapping' in log
+    assert 'teacher blocks' in log and 'at student time points [0, 1, 2, 3, 4, 5]' in log
     state = torch.load(tmp_path / 'e2e' / 'last.pth.tar', map_location='cpu', weights_only=False)
     assert state['args'].kd_distill_type == 'trajectory'  # the recorded args say what ran
 

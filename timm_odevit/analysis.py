@@ -91,16 +91,9 @@ def mass_mask(mass: torch.Tensor, q: float = 0.9) -> torch.Tensor:
     return mask.reshape(mass.shape)
 
 
-def lyapunov_exponent_of_field(
-        f: Callable[[torch.Tensor], torch.Tensor],
-        x0: torch.Tensor,
-        t_end: float,
-        steps: int = 24,
-        token: Optional[int] = 0,
-        seed: int = 0,
-        discrete: bool = False,
-        transient: float = 0.,
-) -> Tuple[float, torch.Tensor]:
+def lyapunov_exponent_of_field(f: Callable[[torch.Tensor], torch.Tensor], x0: torch.Tensor, t_end: float,
+                               steps: int = 24, token: Optional[int] = 0, seed: int = 0, discrete: bool = False,
+                               transient: float = 0.) -> Tuple[float, torch.Tensor]:
     """Largest Lyapunov exponent of dx/dt = f(x) (or of the map x -> x + f(x) when ``discrete``).
 
     A unit tangent vector v (on token ``token``, or the whole state if None) is carried along the trajectory by the
@@ -146,8 +139,7 @@ def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tup
 
 def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 0) -> float:
     check_int('iters (power iterations)', iters)
-    g = torch.Generator().manual_seed(seed)
-    v = torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)
+    v = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype).to(x.device)
     v = v / v.norm()
     sigma = 0.
     for _ in range(iters):

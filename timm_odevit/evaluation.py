@@ -185,12 +185,8 @@ def evaluate_grids(model: torch.nn.Module, data_dir: str, split: str = 'test', g
 
 
 @torch.no_grad()
-def accuracy_vs_iterations(
-        model: torch.nn.Module,
-        loader: Iterable[Tuple[torch.Tensor, torch.Tensor]],
-        iterations: int,
-        device=None,
-) -> List[Dict[str, float]]:
+def accuracy_vs_iterations(model: torch.nn.Module, loader: Iterable[Tuple[torch.Tensor, torch.Tensor]], iterations: int,
+                           device=None) -> List[Dict[str, float]]:
     """Top-1 accuracy (%) at every time point up to ``iterations`` ("beyond the training horizon").
 
     Runs the model once per batch to the horizon ``iterations`` (``model.set_iterations``; the

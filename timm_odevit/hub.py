@@ -21,6 +21,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
+from timm.data import resolve_data_config
 
 from ._checks import is_real, read_json, replaced_folder
 from .evaluation import (  # noqa: F401  (evaluate_together, DEFAULT_GRIDS: part of the export API)
@@ -94,8 +95,10 @@ def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model
     model = timm.create_model(name, pretrained=False, **kwargs)
     check_state_dict(model, state, source=f'{what} {checkpoint!r} (architecture {name!r} built with {kwargs})')
     model.load_state_dict(state)
-    # the registered cfg's class names describe the released weights, not this run's: the evaluation names them
-    model.pretrained_cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in ('label_names', 'label_descriptions')}
+    # the registered cfg's class names describe the released weights, not this run's (the evaluation names them); its
+    # preprocessing is the run's, as train.py resolved it (--input-size, --mean, --std, --crop-pct, ... over the cfg)
+    cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in ('label_names', 'label_descriptions')}
+    model.pretrained_cfg = {**cfg, **resolve_data_config(vars(args or argparse.Namespace()), model=model)}
     epoch = ckpt.get('epoch')
     info = {'architecture': name, 'model_kwargs': kwargs, 'epoch': epoch, 'selected': selected_weights(ckpt),
             'ema': selected_weights(ckpt) == 'ema' if use_ema is None else use_ema, 'metric': ckpt.get('metric'),
@@ -183,8 +186,7 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
         if log:
             shutil.copy(run_dir / TRAINING_LOG, staging / TRAINING_LOG)
         if curve:
-            plot_learning_curve(rows, staging / LEARNING_CURVE,
-                                f'{name}: validation top-1 per epoch')
+            plot_learning_curve(rows, staging / LEARNING_CURVE, f'{name}: validation top-1 per epoch')
         (staging / 'README.md').write_text(model_card(
             name, model, metrics, info, metrics['dataset'], repo_id, train_command=train_command,
             learning_curve=curve, training_log=log))
@@ -264,7 +266,6 @@ def verify_folder(folder) -> None:
     import timm
     import timm_odevit  # noqa: F401
     from PIL import Image
-    from timm.data import resolve_data_config
     folder = pathlib.Path(folder)
     missing = [f for f in MODEL_FILES if not (folder / f).is_file()]
     if missing:

@@ -25,8 +25,7 @@ def load_image(path: str, model) -> torch.Tensor:
     from timm.data import create_transform, resolve_data_config
     from .data import open_rgb
     img = open_rgb(path)  # 16-bit and palette images converted faithfully; ValueError naming the file
-    transform = create_transform(**resolve_data_config(model=model), is_training=False)
-    return transform(img)[None]
+    return create_transform(**resolve_data_config(model=model), is_training=False)(img)[None]
 
 
 def _denormalise(x: torch.Tensor, model) -> torch.Tensor:

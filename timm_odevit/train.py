@@ -152,10 +152,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 def uses_deep_supervision(model) -> bool:
     """Whether train.py's classification task becomes :class:`DeepSupervisionTask`: only for this package's
     staged models (a bViT with ``stages``); every other timm model trains exactly as timm's train.py trains it."""
-    from timm.utils import unwrap_model
-    from timm_odevit.models import ContinuousDepthViT
-    inner = unwrap_model(model)
-    return isinstance(inner, ContinuousDepthViT) and len(getattr(inner, 'stages', ()) or ()) > 1
+    return len(getattr(_own_model(model), 'stages', ()) or ()) > 1
 
 
 def check_distillation_args(args) -> None:
@@ -207,11 +204,11 @@ def _install_tasks(module) -> None:
     module.FeatureDistillationTask = feature_task
 
 
-def _own_model(task):
-    """The task's bare model when it is one of this package's (else None: timm's code runs as it is)."""
+def _own_model(model):
+    """The bare (unwrapped) model when it is one of this package's (else None: timm's code runs as it is)."""
     from timm.utils import unwrap_model
     from timm_odevit.models import ContinuousDepthViT
-    model = unwrap_model(task.get_eval_model())
+    model = unwrap_model(model)
     return model if isinstance(model, ContinuousDepthViT) else None
 
 
@@ -224,7 +221,7 @@ def checked_resume(original, ema: bool = False):
     from timm_odevit.models._common import check_state_dict
 
     def resume(task, checkpoint_path, *args, **kwargs):
-        model = _own_model(task)
+        model = _own_model(task.get_eval_model())
         if model is None:
             return original(task, checkpoint_path, *args, **kwargs)
         try:

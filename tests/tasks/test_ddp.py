@@ -34,10 +34,12 @@ def _build(case):
     if case == 'bvit_deep_supervision':
         model = timm.create_model('bvit_tiny_cifar', iterations=4, stages=(2, 4), stage_heads='separate')
         return DeepSupervisionTask(model)
-    if case == 'trajectory':
-        teacher = timm.create_model('vit_tiny_patch16_224', num_classes=10, depth=2)
-        return TrajectoryDistillationTask(timm.create_model('odevit_tiny_cifar', steps=4), teacher,
-                                          mapping='arclength')
+    if case == 'trajectory':  # an anytime student: each drawn grid (1-4 steps) aligned with a 3-block teacher
+        teacher = timm.create_model('vit_tiny_patch16_224', num_classes=10, depth=3)
+        task = TrajectoryDistillationTask(timm.create_model('odevit_tiny_cifar', steps=4, train_depth=(1, 4)),
+                                          teacher, mapping='arclength')
+        torch.manual_seed(100 + dist.get_rank())
+        return task
     raise ValueError(case)
 
 
@@ -52,14 +54,16 @@ def _worker(rank, world, case, port):
         params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.SGD(params, lr=0.1)
         depths = []
-        for step in range(8 if case == 'odevit_train_depth' else 2):  # a 2nd step fails if a parameter went unused
+        drawing = case in ('odevit_train_depth', 'trajectory')
+        for step in range(8 if drawing else 2):  # a 2nd step fails if a parameter went unused
             g = torch.Generator().manual_seed(1000 * step + rank)  # different data on each rank
             x, y = torch.randn(4, 3, 32, 32, generator=g), torch.randint(0, 10, (4,), generator=g)
             task.train()
             out = task(x, y)
             out['loss'].backward()
-            if case == 'odevit_train_depth':
-                depths.append(depth_stack(task.trainable_module.module).nfe)
+            if drawing:
+                inner = task.trainable_module.module
+                depths.append(depth_stack(getattr(inner, 'student', inner)).nfe)
             grads = torch.cat([p.grad.flatten() for p in params])
             gathered = [torch.zeros_like(grads) for _ in range(world)]
             dist.all_gather(gathered, grads)
@@ -67,7 +71,7 @@ def _worker(rank, world, case, port):
             assert grads.abs().sum() > 0
             opt.step()
             opt.zero_grad()
-        if case == 'odevit_train_depth':  # the same draws on every rank (independent: 1 in 4^8 to agree)
+        if drawing:  # the same draws on every rank (independent: 1 in 4^8 to agree)
             drawn = torch.tensor(depths)
             gathered = [torch.zeros_like(drawn) for _ in range(world)]
             dist.all_gather(gathered, drawn)

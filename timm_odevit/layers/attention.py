@@ -75,12 +75,11 @@ def attention_probs(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
 def explicit_attention(model: nn.Module):
     """Use the explicit (non-fused) attention path of every attention module in ``model`` (forward-mode AD (JVP)
     supports it; attention hooks see its softmax)."""
-    mods = [m for m in model.modules() if hasattr(m, 'fused_attn')]
-    saved = [m.fused_attn for m in mods]
-    for m in mods:
+    saved = {m: m.fused_attn for m in model.modules() if hasattr(m, 'fused_attn')}
+    for m in saved:
         m.fused_attn = False
     try:
         yield model
     finally:
-        for m, v in zip(mods, saved):
+        for m, v in saved.items():
             m.fused_attn = v

@@ -53,14 +53,8 @@ def cifar_cfg(url: str = '', packaged: str = '', **kwargs) -> Dict:
 
 # ---- input -------------------------------------------------------------------------------------
 @register_notrace_function  # a leaf call in torch.fx graphs: its checks stay at run time
-def check_image_input(
-        x: torch.Tensor,
-        in_chans: int,
-        img_size: Tuple[int, int],
-        patch_size: Tuple[int, int],
-        dynamic_img_size: bool,
-        dynamic_img_pad: bool = False,
-) -> None:
+def check_image_input(x: torch.Tensor, in_chans: int, img_size: Tuple[int, int], patch_size: Tuple[int, int],
+                      dynamic_img_size: bool, dynamic_img_pad: bool = False) -> None:
     """Raise ValueError for an input the model cannot take, naming what is wrong."""
     if x.ndim != 4:
         raise ValueError(f'expected an image batch (B, C, H, W), got a tensor of shape {tuple(x.shape)}')
@@ -95,9 +89,8 @@ def embed_tokens(model: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
 def selected_weights(ckpt: Dict[str, Any]) -> str:
     """Which weights a train.py run selected on: 'ema' when it validated its EMA weights (--model-ema without
     --model-ema-force-cpu: train.py then logs and checkpoints by the EMA's metric), else 'raw'."""
-    if not isinstance(ckpt.get('state_dict_ema'), dict):
-        return 'raw'
-    return 'raw' if getattr(ckpt.get('args'), 'model_ema_force_cpu', False) else 'ema'
+    ema = isinstance(ckpt.get('state_dict_ema'), dict) and not getattr(ckpt.get('args'), 'model_ema_force_cpu', False)
+    return 'ema' if ema else 'raw'
 
 
 def checkpoint_weights(ckpt: Any, use_ema: Optional[bool] = None, source: str = 'checkpoint') -> Dict[str, Any]:

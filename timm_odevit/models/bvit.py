@@ -247,18 +247,10 @@ default_cfgs = generate_default_cfgs({
 })
 
 
-def _create_bvit(variant: str, pretrained: bool = False, **kwargs) -> BViT:
-    return build_continuous_depth_model(BViT, variant, pretrained, **kwargs)
-
-
 def _create_baseline(variant: str, pretrained: bool = False, **kwargs) -> VisionTransformer:
-    out_indices = kwargs.pop('out_indices', 3)
-    return build_model_with_cfg(
-        VisionTransformer, variant, pretrained,
-        pretrained_filter_fn=vit_filter_fn,
-        feature_cfg=dict(out_indices=out_indices, feature_cls='getter'),
-        **kwargs,
-    )
+    feature_cfg = dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter')
+    return build_model_with_cfg(VisionTransformer, variant, pretrained, pretrained_filter_fn=vit_filter_fn,
+                                feature_cfg=feature_cfg, **kwargs)
 
 
 _TINY = dict(img_size=32, patch_size=4, embed_dim=192, num_heads=3)
@@ -274,19 +266,19 @@ def _params_matched(size: Dict[str, Any]) -> Dict[str, Any]:
 @register_model
 def bvit_tiny_cifar(pretrained: bool = False, **kwargs) -> BViT:
     """bViT, one block D 192 / 3 heads, T = 12, patch 4, 32 px (CIFAR-10)."""
-    return _create_bvit('bvit_tiny_cifar', pretrained=pretrained, **dict(_TINY, **kwargs))
+    return build_continuous_depth_model(BViT, 'bvit_tiny_cifar', pretrained, **dict(_TINY, **kwargs))
 
 
 @register_model
 def bvit_small_cifar(pretrained: bool = False, **kwargs) -> BViT:
     """bViT, one block D 384 / 6 heads, T = 12, patch 4, 32 px (CIFAR-100)."""
-    return _create_bvit('bvit_small_cifar', pretrained=pretrained, **dict(_SMALL, **kwargs))
+    return build_continuous_depth_model(BViT, 'bvit_small_cifar', pretrained, **dict(_SMALL, **kwargs))
 
 
 @register_model
 def bvit_base_patch16_224(pretrained: bool = False, **kwargs) -> BViT:
     """bViT, one ViT-Base block D 768 / 12 heads, T = 12, patch 16, 224 px."""
-    return _create_bvit('bvit_base_patch16_224', pretrained=pretrained, **dict(_BASE, **kwargs))
+    return build_continuous_depth_model(BViT, 'bvit_base_patch16_224', pretrained, **dict(_BASE, **kwargs))
 
 
 @register_model

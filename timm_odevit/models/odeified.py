@@ -106,12 +106,8 @@ def _odeified_cfg(base_cfg: Dict[str, Any]) -> Dict[str, Any]:
     return cfg
 
 
-def odeify(
-        model: nn.Module,
-        field: str = 'state_subtracted',
-        init: str = 'mean',
-        solver: Optional[Union[SolverConfig, Dict[str, Any]]] = None,
-) -> VisionTransformer:
+def odeify(model: nn.Module, field: str = 'state_subtracted', init: str = 'mean',
+           solver: Optional[Union[SolverConfig, Dict[str, Any]]] = None) -> VisionTransformer:
     """A copy of a timm ``VisionTransformer`` (vit_*, deit_* incl. distilled, register-token ViTs)
     whose L blocks are replaced by one shared field integrated by a :class:`ContinuousDepthStack`.
 
@@ -179,14 +175,8 @@ def _build_odeified(base: str, field: str, init: str, solver: Dict[str, Any], ba
 
 
 @register_model
-def vit_odeified(
-        pretrained: bool = False,
-        base: str = 'vit_tiny_patch16_224',
-        field: str = 'state_subtracted',
-        init: str = 'mean',
-        train_depth: Optional[Sequence[int]] = None,
-        **kwargs,
-) -> VisionTransformer:
+def vit_odeified(pretrained: bool = False, base: str = 'vit_tiny_patch16_224', field: str = 'state_subtracted',
+                 init: str = 'mean', train_depth: Optional[Sequence[int]] = None, **kwargs) -> VisionTransformer:
     """timm ViT ``base`` (other kwargs go to it) converted by odeify(field, init) with the solver settings among the
     kwargs (:data:`SOLVER_KWARGS`; default Euler over the base's depth); ``train_depth``: anytime training
     (``blocks.set_train_depth``).

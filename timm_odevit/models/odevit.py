@@ -193,33 +193,29 @@ default_cfgs = generate_default_cfgs({
 })
 
 
-def _create_odevit(variant: str, pretrained: bool = False, **kwargs) -> ODEViT:
-    return build_continuous_depth_model(ODEViT, variant, pretrained, **kwargs)
-
-
 @register_model
 def odevit_tiny_cifar(pretrained: bool = False, **kwargs) -> ODEViT:
     """ODE-ViT free model for CIFAR-10 (≈0.5M params): D 256, 4 heads, MLP ×2, patch 4, 32 px."""
     model_args = dict(img_size=32, patch_size=4, embed_dim=256, num_heads=4, mlp_ratio=2.)
-    return _create_odevit('odevit_tiny_cifar', pretrained=pretrained, **dict(model_args, **kwargs))
+    return build_continuous_depth_model(ODEViT, 'odevit_tiny_cifar', pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def odevit_small_cifar(pretrained: bool = False, **kwargs) -> ODEViT:
     """ODE-ViT free model for CIFAR-100 (≈4M params): D 576, 9 heads, MLP ×4, patch 4, 32 px."""
     model_args = dict(img_size=32, patch_size=4, embed_dim=576, num_heads=9, mlp_ratio=4.)
-    return _create_odevit('odevit_small_cifar', pretrained=pretrained, **dict(model_args, **kwargs))
+    return build_continuous_depth_model(ODEViT, 'odevit_small_cifar', pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def odevit_small_patch16_224(pretrained: bool = False, **kwargs) -> ODEViT:
     """ODE-ViT teacher–student "Small": D 768, 12 heads, MLP ×1, patch 16, 224 px (≈3.8M trainable)."""
     model_args = dict(img_size=224, patch_size=16, embed_dim=768, num_heads=12, mlp_ratio=1.)
-    return _create_odevit('odevit_small_patch16_224', pretrained=pretrained, **dict(model_args, **kwargs))
+    return build_continuous_depth_model(ODEViT, 'odevit_small_patch16_224', pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def odevit_base_patch16_224(pretrained: bool = False, **kwargs) -> ODEViT:
     """ODE-ViT teacher–student "Base": D 768, 12 heads, MLP ×4, patch 16, 224 px (≈7M trainable)."""
     model_args = dict(img_size=224, patch_size=16, embed_dim=768, num_heads=12, mlp_ratio=4.)
-    return _create_odevit('odevit_base_patch16_224', pretrained=pretrained, **dict(model_args, **kwargs))
+    return build_continuous_depth_model(ODEViT, 'odevit_base_patch16_224', pretrained, **dict(model_args, **kwargs))
