@@ -28,8 +28,6 @@ import subprocess
 import sys
 import time
 
-import yaml
-
 from _util import RESULTS, seed_key, write_result
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -52,6 +50,8 @@ def train_command(arm: str, seed: int, args, out: pathlib.Path) -> list:
     cmd = [sys.executable, '-m', 'timm_odevit.train', '--config', str(CONFIG), '--data-dir', args.data_dir,
            '--epochs', str(args.epochs), '--lr', str(args.lr), '--seed', str(seed), '--output', str(out),
            '--experiment', seed_key(arm, seed)]
+    if args.batch_size:
+        cmd += ['--batch-size', str(args.batch_size)]
     if ARMS[arm]:
         cmd += ['--kd-model-name', f'local-dir:{args.teacher}'] + ARMS[arm]
     return cmd
@@ -80,12 +80,14 @@ def main():
     p.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     p.add_argument('--epochs', type=int, default=2)
     p.add_argument('--lr', type=float, default=1e-3)
+    p.add_argument('--batch-size', type=int, default=None, help="default: the recipe's 128")
     p.add_argument('--data-dir', default=str(ROOT / 'data' / 'cifar10_holdout'), help='train / val (held-out) split')
     p.add_argument('--test-dir', default=str(ROOT.parent / 'shared' / 'data' / 'cifar10'))
     p.add_argument('--out', default=str(ROOT / 'output' / 'distillation_study'))
+    p.add_argument('--name', default='distillation_study', help='results/NAME.json (another name for a smoke run)')
     args = p.parse_args()
     teacher_cfg = json.loads((pathlib.Path(args.teacher) / 'config.json').read_text())
-    path = RESULTS / 'distillation_study.json'
+    path = RESULTS / f'{args.name}.json'
     runs = json.loads(path.read_text())['runs'] if path.is_file() else {}
     for seed in args.seeds:  # seed-major: an interrupted study still has every arm at the seeds done
         for arm in args.arms:
@@ -99,8 +101,8 @@ def main():
             train_s = json.loads((run / 'train_time.json').read_text())['seconds']
             runs[key] = {'arm': arm, 'seed': seed, 'epochs': args.epochs, 'lr': args.lr, 'train_s': train_s,
                          'wall_s': round(time.time() - t0, 1), **held_out_best(run), **test_top1(run, args.test_dir),
-                         'run_command': ' '.join(cmd[1:]), 'recipe': yaml.safe_load(CONFIG.read_text())}
-            write_result('distillation_study', {
+                         'run_command': ' '.join(cmd[1:]), 'config': str(CONFIG.relative_to(ROOT))}
+            write_result(args.name, {
                 'benchmark': 'distillation_study', 'teacher': args.teacher, 'teacher_model': teacher_cfg.get('architecture'),
                 'budget': f'odevit_tiny_cifar from scratch, {args.epochs} epochs of 45,000 images (release recipe, lr '
                           f'{args.lr}), selected on 5,000 held-out images, scored on 10,000 test images',

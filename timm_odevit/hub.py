@@ -95,9 +95,9 @@ def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model
     model = timm.create_model(name, pretrained=False, **kwargs)
     check_state_dict(model, state, source=f'{what} {checkpoint!r} (architecture {name!r} built with {kwargs})')
     model.load_state_dict(state)
-    # the registered cfg's class names describe the released weights, not this run's (the evaluation names them); its
-    # preprocessing is the run's, as train.py resolved it (--input-size, --mean, --std, --crop-pct, ... over the cfg)
-    cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in ('label_names', 'label_descriptions')}
+    # the registered cfg's tag and class names describe the released weights, not this run's (the evaluation names the
+    # classes); the preprocessing is the run's, as train.py resolved it (--input-size, --mean, --std, ... over the cfg)
+    cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in ('tag', 'label_names', 'label_descriptions')}
     model.pretrained_cfg = {**cfg, **resolve_data_config(vars(args or argparse.Namespace()), model=model)}
     epoch = ckpt.get('epoch')
     info = {'architecture': name, 'model_kwargs': kwargs, 'epoch': epoch, 'selected': selected_weights(ckpt),
