@@ -67,37 +67,33 @@ def seed_of(key: str) -> int:
 
 
 ROW_TABLES = ('runs', 'rows', 'results')  # where the scripts keep their rows (a dict by key, or a list)
+_READ_BACK = set()  # ids of the row dicts read_result returned: rows carried over from earlier commands
 
 
-def stamp_new_rows(payload: dict, old: dict, env: Dict[str, str]) -> dict:
-    """Give every row of ``payload`` that is new or changed since ``old`` (the file on disk) the ``environment`` it
-    was measured in; rows carried over unchanged keep what they had: a record is made when a row is measured and
-    never back-filled onto older rows."""
-    for key in ROW_TABLES:
-        table, before = payload.get(key), old.get(key)
-        if isinstance(table, dict):
-            before = before if isinstance(before, dict) else {}
-            rows = [(row, before.get(k)) for k, row in table.items()]
-        elif isinstance(table, list):
-            before = before if isinstance(before, list) else []
-            rows = [(row, row if row in before else None) for row in table]
-        else:
-            continue
-        for row, was in rows:
-            if isinstance(row, dict) and 'environment' not in row and row != was:
-                row['environment'] = env
-    return payload
+def _rows(payload: dict) -> list:
+    tables = [payload.get(key) for key in ROW_TABLES]
+    return [row for t in tables if isinstance(t, (dict, list)) for row in (t.values() if isinstance(t, dict) else t)
+            if isinstance(row, dict)]
+
+
+def read_result(path: pathlib.Path) -> dict:
+    """An earlier results file, for a script that keeps its rows: those rows, passed back to :func:`write_result`
+    unchanged, keep the record of the command that measured them (or none, never back-filled)."""
+    data = json.loads(pathlib.Path(path).read_text())
+    _READ_BACK.update(id(row) for row in _rows(data))
+    return data
 
 
 def write_result(name: str, payload: dict) -> pathlib.Path:
-    """Write ``bench/results/<name>.json`` atomically: the payload, the environment of this command at the top, and
-    per row (:func:`stamp_new_rows`) the environment of the command that measured it."""
+    """Write ``bench/results/<name>.json`` atomically: the payload with the environment of this command at the top
+    and in every row it measured (every row not read back by :func:`read_result`)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f'{name}.json'
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    env = environment()
+    path, env = RESULTS / f'{name}.json', environment()
+    for row in _rows(payload):
+        if id(row) not in _READ_BACK:
+            row['environment'] = env
     tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')  # atomic: an interrupted write keeps the old file
-    tmp.write_text(json.dumps({'environment': env, **stamp_new_rows(payload, old, env)}, indent=2) + '\n')
+    tmp.write_text(json.dumps({'environment': env, **payload}, indent=2) + '\n')
     os.replace(tmp, path)
     return path
 

@@ -14,7 +14,6 @@ floor of this budget (docs/results.md): run every compared model with --seed 0, 
     python bench/accuracy_vs_params.py --models odevit_tiny_cifar vit_odevit_tiny_cifar_params_matched --seed 2
 """
 import argparse
-import json
 import pathlib
 import time
 
@@ -25,7 +24,7 @@ import timm_odevit  # noqa: F401
 from _data import load_split
 import plots
 from _train import accuracy, add_recipe_args, classification_task, fit
-from _util import RESULTS, gflops, seed_key, write_result
+from _util import RESULTS, gflops, read_result, seed_key, write_result
 
 # name -> (timm model, kwargs, what it is compared as)
 MODELS = {
@@ -94,7 +93,7 @@ def main():
     test = load_split(args.data, 'test', 1000)
     budget = describe_budget(args, len(train[0]), len(test[0]))
     out = RESULTS / 'accuracy_vs_params.json'
-    runs = json.loads(out.read_text())['runs'] if out.exists() else {}
+    runs = read_result(out)['runs'] if out.exists() else {}
     for model_name in args.models:
         arch, kwargs, role = MODELS[model_name]
         name = seed_key(model_name, args.seed)  # rows of other seeds are kept
@@ -120,9 +119,9 @@ def main():
             pathlib.Path(args.save_dir).mkdir(parents=True, exist_ok=True)
             torch.save(model.state_dict(), pathlib.Path(args.save_dir) / f'{name}.pth')
         if out.exists():  # another invocation may have added models meanwhile: keep them
-            runs = {**json.loads(out.read_text())['runs'], name: run}
+            runs = {**read_result(out)['runs'], name: run}
         write_result('accuracy_vs_params', {'benchmark': 'accuracy_vs_params', 'finished': time.ctime(), 'runs': runs})
-    result = json.loads(out.read_text())
+    result = read_result(out)
     plots.accuracy_vs_params(result)
     plots.inference_grid(result)
     print('| model | role | params (M) | GFLOPs | train img/s | val top-1 | test top-1 |\n|---|---|---|---|---|---|---|')

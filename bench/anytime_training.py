@@ -33,7 +33,7 @@ from timm_odevit.layers.depth_stack import depth_stack
 from timm_odevit.tasks import DeepSupervisionTask
 from _data import load_split
 from _train import add_grid_study_args, classification_task, fit, subset_budget, top1_at_grids
-from _util import RESULTS, write_result
+from _util import RESULTS, read_result, write_result
 
 ARMS = ('fixed', 'random', 'incremental', 'deep_supervision')
 MODELS = {'odevit_tiny_cifar': 6, 'bvit_tiny_cifar': 12}  # model -> its release's training depth (default S)
@@ -98,7 +98,7 @@ def main():
     out = RESULTS / 'anytime_training.json'
 
     def studies() -> dict:
-        return json.loads(out.read_text()).get('studies', {}) if out.exists() else {}
+        return read_result(out).get('studies', {}) if out.exists() else {}
 
     def earlier_rows() -> dict:
         previous = studies().get(args.model, {})

@@ -14,7 +14,6 @@ results; the entries of other seeds are kept.
 """
 import argparse
 import copy
-import json
 
 import timm
 import torch
@@ -25,7 +24,7 @@ from timm_odevit import odeify
 from timm_odevit.tasks import TrajectoryDistillationTask
 from _data import DEFAULT_ROOT, load_split
 from _train import accuracy, fit
-from _util import RESULTS, seed_key, seed_of, write_result
+from _util import RESULTS, read_result, seed_key, seed_of, write_result
 
 
 def main():
@@ -75,7 +74,7 @@ def main():
     results = {seed_key(k, args.seed): v for k, v in results.items()}
     previous = RESULTS / 'distillation_small.json'
     if previous.exists():  # keep the other seeds' entries
-        kept = json.loads(previous.read_text())['results']
+        kept = read_result(previous)['results']
         results = {**{k: v for k, v in kept.items() if seed_of(k) != args.seed}, **results}
     path = write_result('distillation_small', {
         'benchmark': 'distillation_small',

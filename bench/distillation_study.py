@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from _util import RESULTS, seed_key, write_result
+from _util import RESULTS, read_result, seed_key, write_result
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = ROOT / 'train_configs' / 'release_odevit_tiny_cifar10_cycle.yaml'
@@ -88,7 +88,7 @@ def main():
     args = p.parse_args()
     teacher_cfg = json.loads((pathlib.Path(args.teacher) / 'config.json').read_text())
     path = RESULTS / f'{args.name}.json'
-    runs = json.loads(path.read_text())['runs'] if path.is_file() else {}
+    runs = read_result(path)['runs'] if path.is_file() else {}
     for seed in args.seeds:  # seed-major: an interrupted study still has every arm at the seeds done
         for arm in args.arms:
             key = seed_key(arm, seed)

@@ -23,7 +23,7 @@ import torch
 import timm_odevit  # noqa: F401
 from _data import load_split
 from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
-from _util import RESULTS, write_result
+from _util import RESULTS, read_result, write_result
 from odevit_parity import STEPS, ReferenceClassifier, load_reference
 from sgd_divergence import apply_variant
 
@@ -57,7 +57,7 @@ def main():
     out = RESULTS / 'head_init_accuracy.json'
 
     def earlier_rows() -> dict:
-        previous = json.loads(out.read_text()) if out.exists() else {}
+        previous = read_result(out) if out.exists() else {}
         return {(r['variant'], r['seed']): r for r in previous.get('rows', [])} \
             if previous.get('budget') == budget else {}
 

@@ -11,7 +11,6 @@ Rows accumulate in bench/results/odevit_ablation.json across invocations at the 
     python bench/odevit_ablation.py [--train-per-class 1500] [--epochs 2] [--variants default lr_3e-4 ...]
 """
 import argparse
-import json
 
 import timm
 import torch
@@ -19,7 +18,7 @@ import torch
 import timm_odevit  # noqa: F401
 from _data import load_split
 from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
-from _util import RESULTS, gflops, seed_key, write_result
+from _util import RESULTS, gflops, read_result, seed_key, write_result
 
 # name -> (model, kwargs[, recipe overrides])
 VARIANTS = {
@@ -45,7 +44,7 @@ def main():
     budget = subset_budget(args)
     out = RESULTS / 'odevit_ablation.json'
     # rows of earlier invocations at the same budget are kept, so variants can be run one by one
-    previous = json.loads(out.read_text()) if out.exists() else {}
+    previous = read_result(out) if out.exists() else {}
     rows = {r['variant']: r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
     for variant in args.variants:
         arch, kwargs, *overrides = VARIANTS[variant]

@@ -23,7 +23,6 @@ variants can run in separate processes (``--threads 1`` each, the default).
 """
 import argparse
 import importlib.util
-import json
 import pathlib
 import sys
 import types
@@ -36,7 +35,7 @@ import timm_odevit  # noqa: F401
 from timm_odevit.analysis import trajectory
 from _data import load_split
 from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
-from _util import RESULTS, write_result
+from _util import RESULTS, read_result, write_result
 
 STEPS = 6
 MODEL_ARGS = dict(img_size=32, patch_size=4, embed_dim=256, num_heads=4, mlp_ratio=2., num_classes=10)
@@ -145,7 +144,7 @@ def main():
     out = RESULTS / 'odevit_parity.json'
 
     def earlier_rows() -> dict:  # re-read before every write: parallel invocations share the file
-        previous = json.loads(out.read_text()) if out.exists() else {}
+        previous = read_result(out) if out.exists() else {}
         return {(r['variant'], r['seed']): r for r in previous.get('rows', [])} \
             if previous.get('budget') == budget else {}
 

@@ -14,7 +14,6 @@ Rows of other variants at the same budget are kept, so variants can run one by o
     python bench/odevit_stability.py [--train-per-class 1000] [--epochs 2]
 """
 import argparse
-import json
 import math
 
 import timm
@@ -24,7 +23,7 @@ import timm_odevit  # noqa: F401
 from timm_odevit.analysis import attention_maps, trajectory
 from _data import load_split
 from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
-from _util import RESULTS, seed_key, write_result
+from _util import RESULTS, read_result, seed_key, write_result
 
 VARIANTS = {
     'centernorm_field': ('odevit_tiny_cifar', {'steps': 6}),
@@ -59,7 +58,7 @@ def main():
     budget = subset_budget(args)
 
     def earlier_rows() -> dict:  # rows of other variants at the same budget are kept
-        previous = json.loads(out.read_text()) if out.exists() else {}
+        previous = read_result(out) if out.exists() else {}
         return {r['variant']: r for r in previous.get('rows', [])} if previous.get('budget') == budget else {}
 
     num_tokens = None

@@ -2,9 +2,8 @@
 
     python bench/plots.py
 """
-import json
 
-from _util import RESULTS
+from _util import RESULTS, read_result
 
 
 def _figure(ncols: int = 1, figsize=(6, 4)):
@@ -117,7 +116,7 @@ def main():
             print(f'skip {name}: no {path.name}')
             continue
         for fn in fns:
-            print('wrote', fn(json.loads(path.read_text())))
+            print('wrote', fn(read_result(path)))
 
 
 if __name__ == '__main__':

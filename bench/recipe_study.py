@@ -27,7 +27,7 @@ import tempfile
 import time
 
 from _data import make_subset
-from _util import RESULTS, environment
+from _util import RESULTS, environment, read_result
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = {
@@ -101,7 +101,7 @@ def main() -> None:
     budget = (f'{10 * args.train_per_class} train images (first {args.train_per_class}/class of {pathlib.Path(args.data).name}/train), '
               f'{args.epochs} epochs, seed {args.seed}; validation: first {args.val_per_class}/class of val/')
     out = RESULTS / 'recipe_study.json'
-    rows = json.loads(out.read_text())['rows'] if out.exists() else []
+    rows = read_result(out)['rows'] if out.exists() else []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         data = tmp / 'data'

@@ -29,7 +29,7 @@ import time
 import yaml
 
 from _data import DEFAULT_ROOT, make_subset
-from _util import RESULTS, write_result
+from _util import RESULTS, read_result, write_result
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODEL_ARGS = {'vit_odeified': ['--model-kwargs', 'base=vit_tiny_patch16_224', 'img_size=32', 'patch_size=4']}
@@ -109,7 +109,7 @@ def main():
             rows.append(run(pathlib.Path(config).name + ('' if args.keep_warmup else ' (peak lr at once)'), extra,
                             subset(batch), args.updates, batch, tmp / 'out'))
     out = RESULTS / 'recipes_no_nan.json'
-    previous = json.loads(out.read_text()).get('rows', []) if out.exists() else []
+    previous = read_result(out).get('rows', []) if out.exists() else []
     merged = {(r['name'], r['batch'], r['updates_planned']): r for r in previous}
     merged.update({(r['name'], r['batch'], r['updates_planned']): r for r in rows})
     path = write_result('recipes_no_nan', {

@@ -29,7 +29,6 @@ variant, batch, lr, clipping, seed).
     ../.venv/bin/python sgd_divergence.py --models reference --reference-dir /path/to/ODE-ViT
 """
 import argparse
-import json
 import math
 import pathlib
 import time
@@ -42,7 +41,7 @@ from timm.optim import create_optimizer_v2
 import timm_odevit  # noqa: F401
 from timm_odevit.analysis import trajectory
 from _data import DEFAULT_ROOT, augment, load_split
-from _util import RESULTS, write_result
+from _util import RESULTS, read_result, write_result
 from odevit_parity import load_reference
 
 DISCRETE = dict(model_name='vit_tiny_patch16_224', img_size=32, patch_size=4, num_classes=10)  # 12 blocks, D 192
@@ -361,7 +360,7 @@ def main():
               f'| {sig} | {culprit} |')
     out = RESULTS / f'{args.out}.json'
     key = lambda r: (r['model'], r['variant'], r['batch'], r['lr'], r.get('clip_grad'), r['seed'])  # noqa: E731
-    earlier = json.loads(out.read_text()).get('runs', []) if out.exists() else []
+    earlier = read_result(out).get('runs', []) if out.exists() else []
     merged = {key(r): r for r in earlier}
     merged.update({key(r): r for r in runs})
     path = write_result(args.out, {

@@ -21,7 +21,7 @@ import torch
 import timm_odevit  # noqa: F401
 from _data import load_split
 from _train import add_grid_study_args, classification_task, fit, subset_budget, top1_at_grids
-from _util import RESULTS, write_result
+from _util import RESULTS, read_result, write_result
 
 
 def summarize(rows: list, grids: list) -> dict:
@@ -53,7 +53,7 @@ def main():
     out = RESULTS / 'step_robustness.json'
 
     def earlier_rows() -> dict:
-        previous = json.loads(out.read_text()) if out.exists() else {}
+        previous = read_result(out) if out.exists() else {}
         return {(r['train_steps'], r['seed']): r for r in previous.get('rows', [])} \
             if previous.get('budget') == budget else {}
 
@@ -72,7 +72,7 @@ def main():
             path = write_result('step_robustness', {
                 'benchmark': 'step_robustness', 'budget': budget, 'grids': args.grids,
                 'test_images': len(test[1]), 'summary': summarize(ordered, args.grids), 'rows': ordered})
-    print(json.dumps(json.loads(out.read_text())['summary'], indent=1))
+    print(json.dumps(read_result(out)['summary'], indent=1))
     print(f'wrote {path}')
 
 

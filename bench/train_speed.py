@@ -26,7 +26,7 @@ import tempfile
 import time
 
 from _data import make_subset
-from _util import RESULTS, environment
+from _util import RESULTS, environment, read_result
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / 'shared' / 'data' / 'cifar10'
@@ -114,7 +114,7 @@ def main() -> None:
     if 10 * args.train_per_class // args.batch <= args.skip + 2:
         p.error('one epoch must have at least --skip + 3 updates (raise --train-per-class)')
     out = RESULTS / 'train_speed.json'
-    rows = json.loads(out.read_text())['rows'] if out.exists() else []
+    rows = read_result(out)['rows'] if out.exists() else []
     budget = (f'timm train.py, one epoch of {10 * args.train_per_class} train images (first per class, PNG '
               f'ImageFolder) = {10 * args.train_per_class // args.batch} AdamW updates of batch {args.batch}; '
               f'median of the per-update rates after the first {args.skip}; validation on '

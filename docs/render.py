@@ -1149,7 +1149,7 @@ def _provenance(ctx: Context, name: str) -> str:
     later = [rewrite for date, _, rewrite, _ in SPEED_REWRITES if date > when]
     if len(later) == len(SPEED_REWRITES) > 1:
         return text + ' predates both rewrites'
-    return text + (' predates ' + ' and '.join(later) if later else ' postdates the rewrites')
+    return text + (' predates ' + ' and '.join(later) if later else ', after the rewrites')
 
 
 def _release_depth_loss(ctx: Context, tag: str) -> float:

@@ -8,19 +8,20 @@ sys.path.insert(0, str(ROOT / 'bench'))
 import _util  # noqa: E402  (bench/ is a folder of scripts, not a package)
 
 
-def test_new_and_changed_rows_get_the_environment_and_old_rows_are_not_back_filled(tmp_path, monkeypatch):
+def test_rows_measured_now_get_the_environment_and_rows_read_back_keep_theirs(tmp_path, monkeypatch):
     monkeypatch.setattr(_util, 'RESULTS', tmp_path)
     monkeypatch.setattr(_util.sys, 'argv', ['bench/x.py', '--seed', '1'])
-    (tmp_path / 'x.json').write_text(json.dumps({'runs': {'a': {'top1': 50.0}, 'b': {'top1': 40.0}},
-                                                 'rows': [{'v': 1}]}))
-    _util.write_result('x', {'runs': {'a': {'top1': 50.0}, 'b': {'top1': 41.0}, 'c': {'top1': 30.0}},
-                             'rows': [{'v': 1}, {'v': 2}], 'note': 'n'})
+    (tmp_path / 'x.json').write_text(json.dumps({'runs': {'old': {'top1': 50.0}}, 'rows': [{'v': 1}]}))
+    earlier = _util.read_result(tmp_path / 'x.json')
+    # a re-measured row equal to the old one is still measured now; the rows read back are carried over
+    _util.write_result('x', {'runs': {**earlier['runs'], 'new': {'top1': 30.0}}, 'rows': earlier['rows'] + [{'v': 1}]})
     out = json.loads((tmp_path / 'x.json').read_text())
     env = out['environment']
     assert {'machine', 'cpu_cores', 'torch', 'commit', 'date', 'command'} <= set(env)
     assert env['command'].endswith('bench/x.py --seed 1')
-    assert 'environment' not in out['runs']['a'] and 'environment' not in out['rows'][0]  # unchanged: not back-filled
-    assert out['runs']['b']['environment'] == out['runs']['c']['environment'] == out['rows'][1]['environment'] == env
+    assert 'environment' not in out['runs']['old'] and 'environment' not in out['rows'][0]  # never back-filled
+    assert out['runs']['new']['environment'] == out['rows'][1]['environment'] == env
     monkeypatch.setattr(_util.sys, 'argv', ['bench/x.py', '--seed', '2'])
-    _util.write_result('x', {'runs': out['runs']})  # rows read back keep the record of the run that measured them
-    assert json.loads((tmp_path / 'x.json').read_text())['runs']['c']['environment']['command'].endswith('--seed 1')
+    again = _util.read_result(tmp_path / 'x.json')
+    _util.write_result('x', {'runs': again['runs']})  # read back: each row keeps the record of the run that measured it
+    assert json.loads((tmp_path / 'x.json').read_text())['runs']['new']['environment']['command'].endswith('--seed 1')

@@ -309,6 +309,31 @@ def test_adjoint_on_a_fixed_grid_runs_backwards_on_the_same_step():
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize('method', ['euler', 'rk4'])
+def test_the_adjoint_keeps_memory_constant_in_the_steps_and_hooks_still_fire(method):
+    """A fixed-grid adjoint forward keeps only X(0) and X(t_end) for backward (memory O(1) in the steps, what the
+    adjoint is chosen for), on the same grid as the interval walk; an interval with a hook is walked, and fires."""
+    field = _field(dim=8, heads=2, depth_scale=2.)
+    x0 = torch.randn(2, 3, 8, requires_grad=True)
+
+    def saved(stack):
+        numels = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: numels.append(t.numel()) or t, lambda t: t):
+            out = stack(x0)
+        return sum(numels), out
+
+    (few, _), (many, out) = (saved(ContinuousDepthStack(field, SolverConfig(method=method, steps=n, adjoint=True)))
+                             for n in (4, 32))
+    assert few == many
+    stack = ContinuousDepthStack(field, SolverConfig(method=method, steps=32, adjoint=True))
+    assert stack.nfe == 0 and stack(x0) is not None and stack.nfe == 32 * {'euler': 1, 'rk4': 4}[method]
+    fired = []
+    stack[5].register_forward_hook(lambda *args: fired.append(1))
+    walked, walked_out = saved(stack)
+    assert fired == [1] and walked > many
+    torch.testing.assert_close(walked_out, out)
+
+
 # ---- failures -----------------------------------------------------------------------------------
 class ExplodingField(nn.Module):
     def forward(self, t, x):

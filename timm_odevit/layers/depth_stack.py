@@ -316,9 +316,10 @@ class ContinuousDepthStack(nn.Module):
             return checkpoint(self.field, t, x, use_reentrant=False)
         return self.field(t, x)
 
-    def _advance(self, x: torch.Tensor, i: int, cfg: SolverConfig) -> Tuple[List[torch.Tensor], int]:
+    def _advance(self, x: torch.Tensor, i: int, cfg: SolverConfig,
+                 end_only: bool = False) -> Tuple[List[torch.Tensor], int]:
         """From x = X(t_i) on ``cfg``'s grid: ([X(t_{i+1})], evaluations) for a stepped method, else the states at
-        every later grid point of one ``odeint`` call."""
+        every later grid point of one ``odeint`` call (``end_only``: the last one only)."""
         if cfg.stepped:
             return [rk_step(self._f, i * cfg.h, cfg.h, x, cfg.method)], cfg.evals_per_step
         if torch.compiler.is_exporting():
@@ -333,7 +334,8 @@ class ContinuousDepthStack(nn.Module):
         evals = []
         t = cfg.grid(x.device, torch.float64 if x.dtype == torch.float64 else torch.float32)[i:]
         try:
-            states = odeint_grid(lambda s, z: evals.append(1) or self._f(s, z), x, t, cfg, self.field.parameters())
+            states = odeint_grid(lambda s, z: evals.append(1) or self._f(s, z), x, t, cfg, self.field.parameters(),
+                                 end_only)
         except FloatingPointError as e:
             raise explain_non_finite(x, self.field, cfg, self._root().__dict__.get('_owner'), e) from None
         return list(states), len(evals)
@@ -395,9 +397,16 @@ class ContinuousDepthStack(nn.Module):
                 is_causal: bool = False) -> torch.Tensor:
         """X(0) (B, N, D) -> X(t_L) (B, N, D)."""
         _check_no_mask(attn_mask, is_causal)
-        if not (self.training and self.train_depth is not None):
-            return self._walk_intervals(x, len(self))[-1]
-        return self.drawn_states(x)[-1]
+        if self.training and self.train_depth is not None:
+            return self.drawn_states(x)[-1]
+        cfg = self.solver
+        if cfg.adjoint and cfg.evals_per_step and torch.is_grad_enabled() and not any(_hooked(m) for m in self):
+            # one adjoint solve that keeps only X(t_end) for backward: memory O(1) in the steps (walking the
+            # intervals keeps every grid state); the intervals run when hooks on them are to fire
+            states, self._stats.nfe = self._advance(x, 0, cfg, end_only=True)
+            self._stats.last_interval = None
+            return self.checked(x, states[-1])
+        return self._walk_intervals(x, len(self))[-1]
 
     def drawn_states(self, x: torch.Tensor) -> List[torch.Tensor]:
         """Training with ``train_depth``: X(t_1) … X(t_n) on the grid of one drawn depth (n = its steps), the last

@@ -205,9 +205,11 @@ def _weighted(weights: Sequence[float], k: Sequence[torch.Tensor]) -> torch.Tens
 
 
 def odeint_grid(f: Callable, x: torch.Tensor, t: torch.Tensor, config: SolverConfig,
-                params: Sequence[torch.Tensor] = ()) -> torch.Tensor:
+                params: Sequence[torch.Tensor] = (), end_only: bool = False) -> torch.Tensor:
     """States at t[1:] from x at t[0] (a slice of the config's grid), one torchdiffeq ``odeint`` call (shape
-    (len(t) - 1, *x.shape)); fixed-grid methods step from one grid point to the next."""
+    (len(t) - 1, *x.shape)); fixed-grid methods step from one grid point to the next. ``end_only`` (fixed-grid
+    methods): the same steps, only X(t[-1]) returned (shape (1, *x.shape)), so that the adjoint keeps 2 states
+    for its backward pass instead of len(t)."""
     if x.numel() == 0 or x.is_meta:  # no values (the step-size control would divide by a zero-size norm)
         return (x + 0 * f(t[0], x)).expand(len(t) - 1, *x.shape)
     if config.is_adaptive and x.dtype in (torch.float16, torch.bfloat16) and \
@@ -216,6 +218,10 @@ def odeint_grid(f: Callable, x: torch.Tensor, t: torch.Tensor, config: SolverCon
                          f'{x.dtype} (its precision {torch.finfo(x.dtype).eps:.2g}): use larger tolerances or float32')
     kwargs = dict(method='euler' if config.method == 'recurrence' else config.method, options=dict(config.options),
                   rtol=config.rtol, atol=config.atol)
+    if end_only:  # the grid's fractions of [t0, t1]: the adjoint's backward solve asks for (-t1, -t0)
+        frac = (t - t[0]) / (t[-1] - t[0])
+        kwargs['options']['grid_constructor'] = lambda func, y0, ends: ends[0] + (ends[-1] - ends[0]) * frac
+        t = t[[0, -1]]
     try:
         if config.adjoint:
             return odeint_adjoint(f, x, t, adjoint_params=tuple(params), **kwargs)[1:]
