@@ -30,6 +30,27 @@ def time_interleaved(fns: Dict[str, Callable[[], None]], repeats: int, warmup: i
     return {n: {'median_s': statistics.median(s), 'min_s': min(s), 'repeats': len(s)} for n, s in samples.items()}
 
 
+def inference_step(fn: Callable, x: torch.Tensor) -> Callable[[], None]:
+    """A closure for :func:`time_interleaved`: ``fn(x)`` without autograd, then a wait for the device."""
+    def run():
+        with torch.no_grad():
+            fn(x)
+        if x.is_cuda:
+            torch.cuda.synchronize()
+    return run
+
+
+def train_step(loss: Callable[[], torch.Tensor]) -> Callable[[], None]:
+    """A closure for :func:`time_interleaved`: ``loss()`` (a scalar) and its backward pass, then a wait for the
+    device."""
+    def run():
+        out = loss()
+        out.backward()
+        if out.is_cuda:
+            torch.cuda.synchronize()
+    return run
+
+
 def _git_commit() -> str:
     """HEAD of the checkout the bench runs from, with '+dirty' when tracked files differ from it."""
     import subprocess

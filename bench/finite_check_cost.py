@@ -17,7 +17,7 @@ import timm
 import torch
 
 import timm_odevit  # noqa: F401
-from _util import time_interleaved, write_result
+from _util import inference_step, time_interleaved, write_result
 
 MODELS = {'odevit_tiny_cifar': dict(steps=6), 'bvit_tiny_cifar': {}}
 
@@ -42,7 +42,6 @@ def main():
     p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     args = p.parse_args()
     device = torch.device(args.device)
-    sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
     rows = []
     for name, kwargs in MODELS.items():
         checked = timm.create_model(name, **kwargs).eval().to(device)
@@ -50,20 +49,13 @@ def main():
         unchecked.load_state_dict(checked.state_dict())
         for batch in args.batch_sizes:
             x = torch.randn(batch, 3, 32, 32, device=device)
-
-            def run(model):
-                def fn():
-                    with torch.no_grad():
-                        model(x)
-                    sync()
-                return fn
             with torch.no_grad():
                 state, logits = checked.forward_features(x), checked(x)
 
             def check():  # the check itself: what the checked forward adds (one reduction each, one sync)
                 bool(torch.stack([torch.isfinite(state).all(), torch.isfinite(logits).all()]).all())
-            times = time_interleaved({'checked': run(checked), 'unchecked': run(unchecked), 'check': check},
-                                     args.repeats, warmup=3)
+            steps = {'checked': inference_step(checked, x), 'unchecked': inference_step(unchecked, x), 'check': check}
+            times = time_interleaved(steps, args.repeats, warmup=3)
             on, off = times['checked']['median_s'], times['unchecked']['median_s']
             rows.append(dict(model=name, batch=batch, checked_ms=1e3 * on, unchecked_ms=1e3 * off, ratio=on / off,
                              check_alone_ms=1e3 * times['check']['median_s'],

@@ -17,7 +17,7 @@ from torchdiffeq import odeint
 
 import timm_odevit  # noqa: F401
 from timm_odevit.models import embed_tokens
-from _util import time_interleaved, write_result
+from _util import inference_step, time_interleaved, train_step, write_result
 
 
 def main():
@@ -45,21 +45,11 @@ def main():
         'odeblock': block,
         'full_grid': lambda x: odeint(field, x, grid, method='euler')[-1],
     }
-    sync = torch.cuda.synchronize if device == 'cuda' else (lambda: None)
-
     def infer(fn):
-        def run():
-            with torch.no_grad():
-                fn(x0)
-            sync()
-        return run
+        return inference_step(fn, x0)
 
     def train(fn):
-        def run():
-            x = x0.clone().requires_grad_(True)
-            fn(x).square().mean().backward()
-            sync()
-        return run
+        return train_step(lambda: fn(x0.clone().requires_grad_(True)).square().mean())
 
     # all three compute the same state
     with torch.no_grad():

@@ -16,7 +16,7 @@ import torch
 from timm.models.vision_transformer import VisionTransformer
 
 import timm_odevit  # noqa: F401
-from _util import time_interleaved, write_result
+from _util import inference_step, time_interleaved, train_step, write_result
 
 # (model, model kwargs, label); solver settings go in the kwargs
 VARIANTS = [
@@ -50,20 +50,11 @@ def discrete_twin(model, depth: int) -> VisionTransformer:
 
 
 def compare(ode, vit, x, y, repeats):
-    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
-
     def infer(m):
-        def run():
-            with torch.no_grad():
-                m(x)
-            sync()
-        return run
+        return inference_step(m, x)
 
     def train(m):
-        def run():
-            torch.nn.functional.cross_entropy(m(x), y).backward()
-            sync()
-        return run
+        return train_step(lambda: torch.nn.functional.cross_entropy(m(x), y))
 
     out = {}
     for mode, wrap in (('inference', infer), ('train_step', train)):
