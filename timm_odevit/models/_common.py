@@ -197,10 +197,11 @@ def _adapt_pooling_head(state: Dict[str, torch.Tensor], model: nn.Module, cfg: d
     if cfg.get('num_classes') is None or model.num_classes == cfg.get('num_classes'):
         raise ValueError(f"the pretrained weights were trained with global_pool={trained or 'another'!r}, not "
                          f'{pool!r}: keep their global_pool, or fine-tune a new classifier (num_classes=N)')
-    dropped = sorted(k for k in differ if k in state)
-    _logger.warning(f'global_pool={pool!r} differs from the pretrained weights\': '
-                    f'{sorted(k for k in differ if k in own)} start fresh, {dropped} are not loaded '
-                    f'(the classifier is new too: num_classes={model.num_classes})')
+    dropped, fresh = (sorted(k for k in differ if k in keys) for keys in (state, own))
+    what = ', '.join([f'{fresh} start fresh'] * bool(fresh) + [f'{dropped} are not loaded'] * bool(dropped))
+    _logger.warning(f"global_pool={pool!r} differs from the pretrained weights' ({trained or 'another'!r}): "
+                    f"{what or 'the pooling has no weights of its own'} (the classifier is new too: "
+                    f'num_classes={model.num_classes})')
     return {k: v for k, v in state.items() if k not in dropped}, True
 
 

@@ -413,9 +413,8 @@ class TrajectoryDistillationTask(TrainingTask):
         """Measure the teacher's step distances on ``x`` and align its blocks with the student's time points."""
         trainable = unwrap_model(self.trainable_module)
         if self.mapping != 'uniform':
-            states = self._teacher_states(x)
-            distances = torch.tensor(teacher_step_distances([self._targets(s) for s in states]), device=x.device,
-                                     dtype=torch.float64)
+            distances = torch.tensor(teacher_step_distances([self._targets(s) for s in self._teacher_states(x)]),
+                                     device=x.device, dtype=torch.float64)
             if dist.is_available() and dist.is_initialized():
                 dist.broadcast(distances, src=0)  # every rank aligns to the same time points
             trainable.distances = distances.tolist()
