@@ -255,11 +255,13 @@ class _WritesAMarker:
         return os.system, (f'touch {self.marker}',)
 
 
-def test_crafted_checkpoint_is_refused_without_running_anything(tmp_path, capsys):
+@pytest.mark.parametrize('zipped', [True, False], ids=['zip', 'legacy'])
+def test_crafted_checkpoint_is_refused_without_running_anything(tmp_path, capsys, zipped):
     marker = tmp_path / 'ran'
     model = timm.create_model('odevit_tiny_cifar', steps=2)
     crafted = tmp_path / 'crafted.pth.tar'
-    torch.save({'arch': 'odevit_tiny_cifar', 'args': _WritesAMarker(marker), 'state_dict': model.state_dict()}, crafted)
+    torch.save({'arch': 'odevit_tiny_cifar', 'args': _WritesAMarker(marker), 'state_dict': model.state_dict()}, crafted,
+               _use_new_zipfile_serialization=zipped)  # torch's legacy format is refused by name too
     with pytest.raises(ValueError, match=r'crafted.pth.tar.*(posix|os)\.system.*refused'):
         hub.model_from_checkpoint(str(crafted))
     with pytest.raises(SystemExit):

@@ -15,7 +15,7 @@ import importlib.util
 import json
 import os
 import pathlib
-import pickle
+import re
 import shutil
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -57,19 +57,12 @@ def load_checkpoint_file(path, what: str = 'checkpoint') -> Any:
         with torch.serialization.safe_globals(list(TRAIN_CHECKPOINT_GLOBALS)):
             return torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:  # safetensors / torch raise their own types for truncated or corrupt files
-        unsafe = _unsafe_globals(path) if isinstance(e, pickle.UnpicklingError) else []
+        unsafe = re.findall(r'unsupported (?:global: )?GLOBAL ([\w.]+)', str(e), flags=re.I)  # as torch's load names it
         if unsafe:
             raise ValueError(f'{what} {path!r} holds objects other than tensors and train.py arguments ('
                              f'{", ".join(unsafe)}), refused: re-save its state_dict from code you trust') from None
         raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint, corrupt or truncated '
                          f'({type(e).__name__}: {e}): re-download or re-save it') from None
-
-
-def _unsafe_globals(path: str) -> List[str]:
-    try:
-        return torch.serialization.get_unsafe_globals_in_checkpoint(path)
-    except Exception:  # not a zip checkpoint: the scan itself fails
-        return []
 
 
 def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model_name: Optional[str] = None,
