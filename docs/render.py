@@ -812,16 +812,60 @@ def table_anytime_inference(ctx: Context) -> str:
 
 
 def _early_exit_summary(ctx: Context) -> str:
-    """How many early-exit settings beat the best fixed grid that costs no more NFE (on the same images)."""
+    """Each early-exit setting against the best fixed grid that costs no more NFE (on the same images), read with
+    the rule's sampling floor 2·√(2p(1−p)/n) at the pair's mean top-1: one run each, so preliminary (no verdict)."""
     d = ctx.json('anytime_inference')
     exits = d['early_exit']
-    p = max(g['top1'] for g in d['fixed_grids']) / 100
-    se = 100 * math.sqrt(p * (1 - p) / d['images'])  # one binomial standard error at the best grid's top-1
-    better = [e for e in exits if e.get('best_fixed_grid_within_nfe') and e['top1'] > e['best_fixed_grid_within_nfe']['top1']]
-    gaps = [e['top1'] - e['best_fixed_grid_within_nfe']['top1'] for e in exits if e.get('best_fixed_grid_within_nfe')]
-    return (f'{len(better)} of {len(exits)} early-exit settings beat the best fixed grid that costs no more field '
-            f'evaluations (top-1 difference {min(gaps):+.1f} … {max(gaps):+.1f} points; single run on {d["images"]:,} '
-            f'images, one binomial standard error ≈ {se:.1f} points)')
+    pairs = [(e['top1'], e['best_fixed_grid_within_nfe']['top1']) for e in exits if e.get('best_fixed_grid_within_nfe')]
+    gaps = [a - b for a, b in pairs]
+    floors = [binomial_floor((a + b) / 2, d['images']) for a, b in pairs]
+    ahead = sum(g > f for g, f in zip(gaps, floors))
+    behind = sum(-g > f for g, f in zip(gaps, floors))
+    return (f'Against the best fixed grid that costs no more field evaluations, the {len(pairs)} early-exit settings '
+            f'differ by {min(gaps):+.1f} … {max(gaps):+.1f} points of top-1; {ahead or "none"} of {len(pairs)} '
+            f'{"is" if ahead in (0, 1) else "are"} ahead by more than the floor 2·√(2p(1−p)/n) '
+            f'({min(floors):.2f}–{max(floors):.2f} points at each pair\'s mean top-1 p, n = {d["images"]:,} images) and '
+            f'{behind} behind by more: preliminary (single runs)')
+
+
+def _grid_best_own(ctx: Context) -> str:
+    """In how many seeds `odevit_tiny_cifar`'s inference-grid sweep scored best at the grid it was trained on."""
+    runs = [r for k, r in ctx.json('accuracy_vs_params')['runs'].items()
+            if base_name(k) == 'odevit_tiny_cifar' and r.get('inference_grid_sweep')]
+    best = 0
+    for r in runs:
+        cells = r['inference_grid_sweep']['test_top1']
+        own = next(g['top1'] for g in cells if g['method'] == 'euler' and g['steps'] == r['kwargs']['steps'])
+        best += own >= max(g['top1'] for g in cells)
+    return f'{best} of its {len(runs)} seeds'
+
+
+def _memory_repeat(ctx: Context) -> str:
+    """The direct-backprop cells of memory_vs_steps beside grad_checkpointing_memory's runs of the same model and batch
+    without checkpointing (two single measurements of one setting)."""
+    mem = ctx.json('memory_vs_steps')
+    other = ctx.json('grad_checkpointing_memory')
+    if other.get('batch') != mem['batch']:
+        return 'no second measurement of the same batch is on file'
+    again = {r['steps']: r['without_mib'] for r in other['rows'] if r['family'] == mem['model']}
+    pairs = [(r['steps'], r['direct'], again[r['steps']]) for r in mem['rows'] if r['steps'] in again]
+    return (f"at {' / '.join(str(n) for n, _, _ in pairs)} Euler steps: {' / '.join(f'{a:.0f}' for _, a, _ in pairs)} MiB "
+            f"in the table, {' / '.join(f'{b:.0f}' for _, _, b in pairs)} MiB there")
+
+
+def _train_speed_row(setting: str, field: str, model: str = 'odevit_tiny_cifar') -> Callable[[Context], object]:
+    return lambda ctx: next(r[field] for r in ctx.json('train_speed')['rows']
+                            if r['setting'] == setting and r['model'] == model)
+
+
+def _budget_images(name: str, path: str, pattern: str, per_class: bool = False,
+                   classes: int = 10) -> Callable[[Context], int]:
+    """An image count stated in a result file's budget string at ``path`` (``per_class``: a count per class, times
+    ``classes``)."""
+    def value(ctx: Context) -> int:
+        n = int(re.search(pattern, ctx.lookup(name, path)).group(1))
+        return n * classes if per_class else n
+    return value
 
 
 def _anytime_inference_weights(ctx: Context) -> str:
@@ -1141,7 +1185,7 @@ def _provenance(ctx: Context, name: str) -> str:
     env = ctx.json(name)['environment']
     if env.get('date'):
         when = env['date'][:16].replace('T', ' ')
-        text = (f"`{name}.json` was measured {when} UTC at commit {str(env.get('commit', '?'))[:7]} on "
+        text = (f"`{name}.json` was measured {when} UTC at commit {env.get('commit', '?')} on "
                 f"{env.get('machine', 'an unrecorded CPU')}")
     else:
         when = UNDATED_RESULTS[name]
@@ -1176,6 +1220,16 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'full_epochs': _full_epochs,
     'anytime_inference_weights': _anytime_inference_weights,
     'early_exit_summary': _early_exit_summary,
+    'grid_best_own': _grid_best_own,
+    'memory_repeat': _memory_repeat,
+    'recipe_study.val_images': _budget_images('recipe_study', 'rows.0.budget', r'first (\d+)/class of val/',
+                                              per_class=True),
+    'recipe_study.val_per_class': _budget_images('recipe_study', 'rows.0.budget', r'first (\d+)/class of val/'),
+    'accuracy_vs_params.test_images': _budget_images('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget',
+                                                     r'all (\d+) test images'),
+    'distillation_cifar10.test_images': _budget_images('distillation_cifar10', 'budget', r'all (\d+) test images'),
+    **{f'train_speed.{setting}.{field}': _train_speed_row(setting, field)
+       for setting in ('bf16', 'compile_bf16') for field in ('stopped_after_s', 'updates')},
     'floor_45k_note': lambda c: _floor_note(c, '45k'),
     'min_seeds': lambda c: MIN_SEEDS,
     **{f'provenance.{n}': (lambda c, n=n: _provenance(c, n)) for n in UNDATED_RESULTS},

@@ -368,8 +368,8 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
 Cycle 0 trained from scratch; every later cycle started from the weights released before it (a warm restart:
 fresh optimizer, short warm-up, cosine to zero) and replaced them only when its best held-out validation top-1 (best
 epoch of the cycle) beat theirs by more than the measurement noise on the held-out images: one binomial standard
-error for the cycles released before December 2026, √(2 ln k) of them (at least one) since, for the best of k epochs
-(an allowance for that pick; neither is the seed-to-seed spread of a recipe). The same held-out images decided all
+error for the cycles released before commit 82ddcd6 (2026-12-04), √(2 ln k) of them (at least one) since, for the
+best of k epochs (an allowance for that pick; neither is the seed-to-seed spread of a recipe). The same held-out images decided all
 {len(record['cycles']) - 1} later cycles. Test top-1 is given with its 95 % binomial interval. The details above
 describe the last cycle. [{RECORD}]({RECORD}) holds this table,
 [{SUMMARY}]({SUMMARY}) every epoch of every cycle (column `cycle`; epochs restart at 0 in each cycle) and the
@@ -555,7 +555,8 @@ def main(argv=None) -> None:
     s.add_argument('--speed', default=None, help='the speed setting the run used (a name or the train.py flags)')
     s.add_argument('--speed-record', default=None, help='the JSON of `python -m tools.speed --out` that chose it')
     s.add_argument('--min-gain', type=float, default=None,
-                   help='points of held-out top-1 to beat (default: one binomial standard error of the release)')
+                   help='points of held-out top-1 to beat (default: √(2 ln k) binomial standard errors of the release\'s '
+                        'held-out top-1, at least one, k = the epochs compared; not used with --select-grids)')
     s.add_argument('--repo-id', default=None, help='Hub id for the card (default: the registered tag\'s)')
     s.add_argument('--no-package-weights', action='store_true',
                    help="leave the package's copy (timm_odevit/weights/<tag>) alone")
