@@ -557,7 +557,7 @@ def _card_field(card: str, label: str) -> str:
 
 def releases(ctx: Context) -> List[dict]:
     out = []
-    for folder in sorted(p for p in ctx.release.iterdir() if (p / 'config.json').exists()):
+    for folder in sorted(p for p in ctx.release.iterdir() if (p / 'record.json').exists()):
         cfg = json.loads((folder / 'config.json').read_text())
         card = (folder / 'README.md').read_text() if (folder / 'README.md').exists() else ''
         m = re.search(r'--config (\S+)', card)

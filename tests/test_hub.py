@@ -506,3 +506,5 @@ def test_a_timm_model_trained_at_another_input_size_exports_with_its_runs_prepro
     assert cfg['mean'] == pytest.approx(args.mean) and cfg['std'] == pytest.approx(args.std)
     loaded = timm.create_model(f'local-dir:{tmp_path / "teacher"}', pretrained=True)
     assert hub.evaluate(loaded, str(eval_dir))['top1'] == metrics['top1']
+    card = (tmp_path / 'teacher' / 'README.md').read_text()  # timm's own model: not described as one of ours
+    assert "timm's own `vit_tiny_patch16_224`" in card and 'once `import timm_odevit` has registered it' not in card

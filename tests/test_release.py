@@ -13,7 +13,9 @@ from timm_odevit import hub
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CIFAR = ROOT.parent / 'shared' / 'data' / 'cifar10'
-RELEASES = sorted(p.parent for p in (ROOT / 'release').glob('*/config.json'))
+RELEASES = sorted(p.parent for p in (ROOT / 'release').glob('*/record.json'))
+# model folders that are not (yet) releases of a registered tag: the distillation teacher's warm-restart cycles
+FOLDERS = sorted(p.parent for p in (ROOT / 'release').glob('*/config.json') if p.parent not in RELEASES)
 
 
 def test_releases_exist():
@@ -80,3 +82,14 @@ def test_every_code_block_of_the_card_runs_as_written(folder):
     assert blocks
     for code in blocks:  # hf-hub: loads come from the session's offline cache (conftest)
         exec(compile(code, f'{folder.name}/README.md', 'exec'), {})
+
+
+@pytest.mark.parametrize('folder', FOLDERS, ids=lambda p: p.name)
+def test_other_model_folders_load_through_local_dir_as_their_cards_say(folder):
+    """A model folder beside the releases (the teacher's latest cycle) is complete, loads as ``local-dir:`` with the
+    preprocessing it was trained with, and its card's code runs with the folder's path in place of PATH."""
+    hub.verify_folder(folder)
+    model = timm.create_model(f'local-dir:{folder}', pretrained=True)
+    assert model.pretrained_cfg['input_size'] == (3, 32, 32) or list(model.pretrained_cfg['input_size']) == [3, 32, 32]
+    for code in re.findall(r'```python\n(.*?)```', (folder / 'README.md').read_text(), re.S):
+        exec(compile(code.replace('local-dir:PATH', f'local-dir:{folder}'), f'{folder.name}/README.md', 'exec'), {})
