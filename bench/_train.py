@@ -15,8 +15,9 @@ from timm.task import ClassificationTask
 from _data import DEFAULT_ROOT, augment
 
 
-def add_recipe_args(p, train_per_class: int, test_per_class: Optional[int] = 200) -> None:
-    """The data and recipe flags every accuracy benchmark takes (``test_per_class=None``: no test subset flag)."""
+def add_recipe_args(p, train_per_class: int, test_per_class: Optional[int] = 200, device: bool = False) -> None:
+    """The data and recipe flags every accuracy benchmark takes (``test_per_class=None``: no test subset flag;
+    ``device``: a ``--device`` flag, for the scripts that move their models there)."""
     p.add_argument('--data', default=str(DEFAULT_ROOT))
     p.add_argument('--train-per-class', type=int, default=train_per_class)
     if test_per_class is not None:
@@ -25,6 +26,9 @@ def add_recipe_args(p, train_per_class: int, test_per_class: Optional[int] = 200
     p.add_argument('--batch', type=int, default=128)
     p.add_argument('--lr', type=float, default=1e-3)
     p.add_argument('--seed', type=int, default=0)
+    if device:
+        p.add_argument('--device', default='cpu', help='where the model trains and is evaluated (cpu, cuda); the data '
+                       'and its augmentation stay on the CPU, so a seed draws the same batches on every device')
 
 
 def subset_budget(args) -> str:
@@ -48,6 +52,7 @@ def fit(task, params: Sequence[torch.nn.Parameter], data: Tuple[torch.Tensor, to
     """
     x, y = data
     params = list(params)
+    device = params[0].device
     opt = create_optimizer_v2(params, 'adamw', lr=args.lr, weight_decay=0.05)
     steps_per_epoch = math.ceil(len(x) / args.batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=steps_per_epoch * epochs,
@@ -60,7 +65,7 @@ def fit(task, params: Sequence[torch.nn.Parameter], data: Tuple[torch.Tensor, to
         task.train()
         for s in range(0, len(x), args.batch):
             idx = perm[s:s + args.batch]
-            loss = task(augment(x[idx], gen), y[idx])['loss']
+            loss = task(augment(x[idx], gen).to(device), y[idx].to(device))['loss']
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -76,20 +81,22 @@ def fit(task, params: Sequence[torch.nn.Parameter], data: Tuple[torch.Tensor, to
 
 @torch.no_grad()
 def accuracy(model: torch.nn.Module, data: Tuple[torch.Tensor, torch.Tensor], batch: int = 500) -> float:
-    """Top-1 (%) of ``model`` in eval mode on in-memory ``data``."""
+    """Top-1 (%) of ``model`` in eval mode on in-memory ``data`` (batches moved to the model's device)."""
     model.eval()
     x, y = data
-    correct = sum((model(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum().item() for i in range(0, len(x), batch))
+    device = next(model.parameters()).device
+    correct = sum((model(x[i:i + batch].to(device)).argmax(-1).cpu() == y[i:i + batch]).sum().item()
+                  for i in range(0, len(x), batch))
     return 100. * correct / len(x)
 
 
-def add_grid_study_args(p) -> None:
+def add_grid_study_args(p, device: bool = False) -> None:
     """The flags of the step-grid studies (step_robustness.py, anytime_training.py): inference grids, seeds, threads,
     and the head_init_accuracy budget (3,000 train / 1,000 test images, 3 epochs, batch 64)."""
     p.add_argument('--grids', nargs='+', type=int, default=[2, 3, 4, 6, 8, 12, 16, 24])
     p.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     p.add_argument('--threads', type=int, default=1)
-    add_recipe_args(p, train_per_class=300, test_per_class=100)
+    add_recipe_args(p, train_per_class=300, test_per_class=100, device=device)
     p.set_defaults(epochs=3, batch=64)
 
 

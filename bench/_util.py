@@ -57,7 +57,7 @@ def _git_commit() -> str:
     root = pathlib.Path(__file__).resolve().parents[1]
     def git(*a):
         return subprocess.run(['git', '-C', str(root), *a], capture_output=True, text=True).stdout.strip()
-    head = git('rev-parse', 'HEAD') or 'unknown'
+    head = git('rev-parse', 'HEAD') or os.environ.get('BENCH_COMMIT', 'unknown')  # a copy without .git: the caller's
     return head + ('+dirty' if git('status', '--porcelain', '--untracked-files=no') else '')
 
 
@@ -92,9 +92,12 @@ _READ_BACK = set()  # ids of the row dicts read_result returned: rows carried ov
 
 
 def _rows(payload: dict) -> list:
+    """The row dicts of a payload, also those of the studies it holds (``{'studies': {name: payload}}``)."""
     tables = [payload.get(key) for key in ROW_TABLES]
+    studies = payload.get('studies')
     return [row for t in tables if isinstance(t, (dict, list)) for row in (t.values() if isinstance(t, dict) else t)
-            if isinstance(row, dict)]
+            if isinstance(row, dict)] + [row for s in (studies.values() if isinstance(studies, dict) else [])
+                                         if isinstance(s, dict) for row in _rows(s)]
 
 
 def read_result(path: pathlib.Path) -> dict:

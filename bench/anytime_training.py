@@ -11,8 +11,9 @@ number of field evaluations per image in training (NFE) in every arm:
 * ``deep_supervision`` — bViT only: S every update, loss at every stage of the model's ``stages`` (timm_odevit's
   DeepSupervisionTask; the regime the bViT paper finds robust beyond the training horizon);
 
-then measured at every depth of ``--grids`` on the test images (``timm_odevit.anytime.accuracy_at_budgets``), with
-the training wall time beside it. The draws use their own generator (seeded per run), so data order and
+then measured at every depth of ``--grids`` (``timm_odevit.anytime.accuracy_at_budgets``) on a held-out split carved
+from the training images (the next ``--holdout-per-class`` of each class, never trained on: where a schedule is
+chosen) and on the test images (which only report), with the training wall time beside it. The draws use their own generator (seeded per run), so data order and
 augmentation are those of the fixed arm. Rows accumulate across invocations at the same budget (key: arm, seed),
 one study per model in bench/results/anytime_training.json; a ``--width`` other than the default S // 2 is stored
 as its own arm (``random_w4``: S - 4 .. S + 4).
@@ -76,7 +77,9 @@ def main():
     p.add_argument('--steps', type=int, default=None, help="the (mean) training depth S (default: the release's)")
     p.add_argument('--width', type=int, default=None, help='random: S - w .. S + w; incremental: S - w, then S + w '
                                                            '(default: S // 2)')
-    add_grid_study_args(p)
+    p.add_argument('--holdout-per-class', type=int, default=100,
+                   help='held-out images per class: the training images after the first --train-per-class')
+    add_grid_study_args(p, device=True)
     args = p.parse_args()
     recurrent = args.model.startswith('bvit')
     args.steps = args.steps or MODELS[args.model]
@@ -91,9 +94,11 @@ def main():
     torch.set_num_threads(args.threads)
     train = load_split(args.data, 'train', args.train_per_class)
     test = load_split(args.data, 'test', args.test_per_class)
+    holdout = load_split(args.data, 'train', args.holdout_per_class, offset=args.train_per_class)
     updates = -(-len(train[1]) // args.batch) * args.epochs
     budget = (subset_budget(args) + f'; {"iterations" if recurrent else "Euler steps"}, mean {args.steps}; '
-              f'{args.threads} thread(s)')
+              f'{args.threads} thread(s); held out: the next {10 * args.holdout_per_class} train images '
+              f'({args.holdout_per_class}/class)')
     default_width = args.steps // 2
     out = RESULTS / 'anytime_training.json'
 
@@ -110,7 +115,7 @@ def main():
         for seed in args.seeds:
             schedule = grid_schedule(arm, args.steps, args.width, updates, seed)
             torch.manual_seed(seed)
-            model = build_model(args.model, schedule(0), arm)
+            model = build_model(args.model, schedule(0), arm).to(args.device)
             task = (DeepSupervisionTask(model, criterion_kwargs={'smoothing': 0.1}) if arm == 'deep_supervision'
                     else classification_task(model))
             used = []
@@ -129,15 +134,18 @@ def main():
             row = {'arm': label, 'seed': seed, 'width': args.width if arm in ('random', 'incremental') else 0,
                    'train_s': round(seconds), 'updates': len(used),
                    'train_nfe_mean': round(statistics.fmean(used), 3),
+                   'holdout_top1': top1_at_grids(model, holdout, args.grids),
                    'test_top1': top1_at_grids(model, test, args.grids)}
             print(row, flush=True)
             rows = sorted({**earlier_rows(), (label, seed): row}.values(),
                           key=lambda r: (ARMS.index(r['arm'].split('_w')[0]), r['width'], r['seed']))
-            summary = {a: {g: round(statistics.fmean(r['test_top1'][g] for r in rs), 2) for g in rs[0]['test_top1']}
-                       for a in dict.fromkeys(r['arm'] for r in rows) for rs in [[r for r in rows if r['arm'] == a]]}
+            summary = {split: {a: {g: round(statistics.fmean(r[split][g] for r in rs), 2) for g in rs[0][split]}
+                               for a in dict.fromkeys(r['arm'] for r in rows)
+                               for rs in [[r for r in rows if r['arm'] == a]]}
+                       for split in ('holdout_top1', 'test_top1')}
             study = {'budget': budget, 'trained_depth': args.steps, 'default_width': default_width,
-                     'grids': args.grids, 'test_images': len(test[1]),
-                     'mean_top1': summary, 'rows': rows}
+                     'grids': args.grids, 'holdout_images': len(holdout[1]), 'test_images': len(test[1]),
+                     'mean_holdout_top1': summary['holdout_top1'], 'mean_top1': summary['test_top1'], 'rows': rows}
             write_result('anytime_training', {'benchmark': 'anytime_training',
                                               'studies': {**studies(), args.model: study}})
     print(json.dumps(studies()[args.model]['mean_top1'], indent=1))

@@ -11,7 +11,9 @@ initialisation and recipe (bench/_train.py), every run costing 12 block evaluati
 then measures test top-1 with the grid it was trained on and with finer grids (euler 24 and
 rk4 12 steps over the same horizon: closer to the exact flow of the learned field).
 
-    python bench/bvit_field_and_solver.py [--train-per-class 600] [--epochs 2]
+    python bench/bvit_field_and_solver.py [--train-per-class 600] [--epochs 2] [--seed N] [--device cuda]
+
+Rows accumulate across seeds at the same budget (a run replaces its own seed's rows).
 """
 import argparse
 
@@ -21,7 +23,7 @@ import torch
 import timm_odevit  # noqa: F401
 from _data import load_split
 from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
-from _util import write_result
+from _util import RESULTS, read_result, write_result
 
 RUNS = (
     ('state_subtracted', 'euler', 12),
@@ -34,15 +36,19 @@ FINE_GRIDS = (('euler', 24), ('rk4', 12))
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_recipe_args(p, train_per_class=600)
+    add_recipe_args(p, train_per_class=600, device=True)
     args = p.parse_args()
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
-    rows = []
+    out, budget = RESULTS / 'bvit_field_and_solver.json', subset_budget(args)
+    previous = read_result(out) if out.exists() else {}
+    # the other seeds' rows at the same budget are kept (rows from before seeds were recorded are seed 0's)
+    rows = [r for r in previous.get('rows', []) if r.get('seed', 0) != args.seed] if previous.get('budget') == budget else []
     for field, method, steps in RUNS:
         name = f'{field}/{method}{steps}'
         torch.manual_seed(args.seed)
         model = timm.create_model('bvit_tiny_cifar', regime='ode', field=field, solver=method, steps=steps)
-        row = {'field': field, 'method': method, 'steps': steps}
+        model.to(args.device)
+        row = {'field': field, 'method': method, 'steps': steps, 'seed': args.seed}
         try:
             row['train_s'] = fit(classification_task(model), model.parameters(),
                                  train, args, args.seed, args.epochs, log=lambda m, name=name: print(f'{name}: {m}', flush=True))
@@ -62,11 +68,11 @@ def main():
         print(name, row, flush=True)
     path = write_result('bvit_field_and_solver', {
         'benchmark': 'bvit_field_and_solver', 'model': 'bvit_tiny_cifar', 'regime': 'ode', 'horizon': 12,
-        'budget': subset_budget(args), 'rows': rows})
-    print('| field | solver | steps | block evals | test top-1 | euler 24 | rk4 12 |\n|---|---|---|---|---|---|---|')
+        'budget': budget, 'rows': sorted(rows, key=lambda r: r.get('seed', 0))})
+    print('| seed | field | solver | steps | block evals | test top-1 | euler 24 | rk4 12 |\n|---|---|---|---|---|---|---|---|')
     for r in rows:
         cells = [r.get('test_top1', 'diverged'), r.get('test_top1_euler24', '-'), r.get('test_top1_rk412', '-')]
-        print(f'| {r["field"]} | {r["method"]} | {r["steps"]} | {r.get("block_evals", "-")} | '
+        print(f'| {r.get("seed", 0)} | {r["field"]} | {r["method"]} | {r["steps"]} | {r.get("block_evals", "-")} | '
               + ' | '.join(f'{c:.2f}' if isinstance(c, float) else str(c) for c in cells) + ' |')
     print(f'wrote {path}')
 

@@ -42,7 +42,7 @@ def summarize(rows: list, grids: list) -> dict:
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--train-steps', nargs='+', type=int, default=[6, 12, 24])
-    add_grid_study_args(p)
+    add_grid_study_args(p, device=True)
     args = p.parse_args()
     if min(args.train_steps + args.grids) < 1:
         p.error('--train-steps and --grids must be positive step counts')
@@ -61,7 +61,7 @@ def main():
     for steps in args.train_steps:
         for seed in args.seeds:
             torch.manual_seed(seed)
-            model = timm.create_model('odevit_tiny_cifar', steps=steps)
+            model = timm.create_model('odevit_tiny_cifar', steps=steps).to(args.device)
             seconds = fit(classification_task(model), model.parameters(), train, args, seed, args.epochs,
                           log=lambda m, s=steps, sd=seed: print(f'steps {s} seed {sd}: {m}', flush=True))
             row = {'train_steps': steps, 'seed': seed, 'train_s': round(seconds),
