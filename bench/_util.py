@@ -52,12 +52,15 @@ def train_step(loss: Callable[[], torch.Tensor]) -> Callable[[], None]:
 
 
 def _git_commit() -> str:
-    """HEAD of the checkout the bench runs from, with '+dirty' when tracked files differ from it."""
+    """HEAD of the checkout the bench runs from, with '+dirty' when tracked files differ from it; ``BENCH_COMMIT``
+    when set (a copy of a checkout sent to another machine, whose git metadata may not be the checkout's)."""
+    if os.environ.get('BENCH_COMMIT'):
+        return os.environ['BENCH_COMMIT']
     import subprocess
     root = pathlib.Path(__file__).resolve().parents[1]
     def git(*a):
         return subprocess.run(['git', '-C', str(root), *a], capture_output=True, text=True).stdout.strip()
-    head = git('rev-parse', 'HEAD') or os.environ.get('BENCH_COMMIT', 'unknown')  # a copy without .git: the caller's
+    head = git('rev-parse', 'HEAD') or 'unknown'
     return head + ('+dirty' if git('status', '--porcelain', '--untracked-files=no') else '')
 
 

@@ -7,7 +7,7 @@
    Euler h = 1), measured right after conversion, after CE fine-tuning, and after distillation
    from its own discrete original, all at equal budget.
 
-    python bench/distillation_small.py [--train-per-class 400] [--test-per-class 200] [--epochs 3] [--seed 0]
+    python bench/distillation_small.py [--train-per-class 400] [--test-per-class 200] [--epochs 3] [--seed 0] [--device cuda]
 
 ``--seed N`` (N > 0) re-runs everything with other seeds and adds ``name@seedN`` entries to the
 results; the entries of other seeds are kept.
@@ -37,13 +37,15 @@ def main():
     p.add_argument('--batch', type=int, default=128)
     p.add_argument('--lr', type=float, default=1e-3)
     p.add_argument('--seed', type=int, default=0, help='0: the seeds 0/1/2 of the committed run; N: 3N, 3N+1, 3N+2')
+    p.add_argument('--device', default='cpu', help='where the models train and are evaluated (cpu, cuda); the data '
+                   'and its augmentation stay on the CPU, so a seed draws the same batches on every device')
     args = p.parse_args()
     seed = 3 * args.seed  # teacher, ODE-ViT students and odeified students each get their own seed
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
     results = {}
 
     torch.manual_seed(seed)
-    teacher = timm.create_model('vit_tiny_cifar_params_matched')
+    teacher = timm.create_model('vit_tiny_cifar_params_matched').to(args.device)
     secs = fit(ClassificationTask(teacher, criterion_kwargs=dict(smoothing=0.1)), list(teacher.parameters()),
                train, args, seed, args.teacher_epochs)
     results['teacher_discrete_vit'] = {'top1': accuracy(teacher, test), 'train_s': secs,
@@ -63,14 +65,14 @@ def main():
 
     for name, distil in (('odevit_scratch', False), ('odevit_distilled', True)):
         torch.manual_seed(seed + 1)
-        train_student(name, timm.create_model('odevit_tiny_cifar', steps=4), distil, seed=seed + 1)
+        train_student(name, timm.create_model('odevit_tiny_cifar', steps=4).to(args.device), distil, seed=seed + 1)
 
-    converted = odeify(teacher, init='mean').requires_grad_(True)
+    converted = odeify(teacher, init='mean').to(args.device).requires_grad_(True)
     results['odeified_at_conversion'] = {'top1': accuracy(converted, test),
                                          'params': sum(p.numel() for p in converted.parameters())}
     print('odeified', results['odeified_at_conversion'], flush=True)
     for name, distil in (('odeified_ce_finetune', False), ('odeified_self_distilled', True)):
-        train_student(name, odeify(teacher, init='mean').requires_grad_(True), distil, seed=seed + 2)
+        train_student(name, odeify(teacher, init='mean').to(args.device).requires_grad_(True), distil, seed=seed + 2)
     results = {seed_key(k, args.seed): v for k, v in results.items()}
     previous = RESULTS / 'distillation_small.json'
     if previous.exists():  # keep the other seeds' entries

@@ -46,7 +46,7 @@ def main():
     p.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     p.add_argument('--reference-dir', type=pathlib.Path, default=None, help='checkout of github.com/Bycarkos/ODE-ViT')
     p.add_argument('--threads', type=int, default=1)
-    add_recipe_args(p, train_per_class=300, test_per_class=100)
+    add_recipe_args(p, train_per_class=300, test_per_class=100, device=True)
     p.set_defaults(epochs=3, batch=64)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -65,7 +65,7 @@ def main():
     for variant in args.variants:
         for seed in args.seeds:
             torch.manual_seed(seed)
-            model = build(variant, reference)
+            model = build(variant, reference).to(args.device)
             seconds = fit(classification_task(model), model.parameters(), train, args, seed, args.epochs,
                           log=lambda m, v=variant, s=seed: print(f'{v} seed {s}: {m}', flush=True))
             row = {'variant': variant, 'seed': seed, 'test_top1': accuracy(model, test), 'train_s': round(seconds)}
