@@ -58,6 +58,7 @@ def main():
         kwargs = dict(criterion_kwargs=dict(smoothing=0.1))
         task = TrajectoryDistillationTask(student, copy.deepcopy(teacher), **kwargs) if distil \
             else ClassificationTask(student, **kwargs)
+        task.to(args.device)  # the task's own modules (the distillation projections) too
         params = [p for p in task.get_trainable_module().parameters() if p.requires_grad]
         secs = fit(task, params, train, args, seed, args.epochs)
         results[name] = {'top1': accuracy(student, test), 'train_s': secs}
