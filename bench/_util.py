@@ -91,7 +91,8 @@ def seed_of(key: str) -> int:
 
 
 ROW_TABLES = ('runs', 'rows', 'results')  # where the scripts keep their rows (a dict by key, or a list)
-_READ_BACK = set()  # ids of the row dicts read_result returned: rows carried over from earlier commands
+_READ_BACK = {}  # id -> row dict read_result returned (rows carried over from earlier commands), kept alive so that
+# no new row can reuse a freed one's id
 
 
 def _rows(payload: dict) -> list:
@@ -107,7 +108,7 @@ def read_result(path: pathlib.Path) -> dict:
     """An earlier results file, for a script that keeps its rows: those rows, passed back to :func:`write_result`
     unchanged, keep the record of the command that measured them (or none, never back-filled)."""
     data = json.loads(pathlib.Path(path).read_text())
-    _READ_BACK.update(id(row) for row in _rows(data))
+    _READ_BACK.update((id(row), row) for row in _rows(data))
     return data
 
 
@@ -117,7 +118,7 @@ def write_result(name: str, payload: dict) -> pathlib.Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path, env = RESULTS / f'{name}.json', environment()
     for row in _rows(payload):
-        if id(row) not in _READ_BACK:
+        if _READ_BACK.get(id(row)) is not row:
             row['environment'] = env
     tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')  # atomic: an interrupted write keeps the old file
     tmp.write_text(json.dumps({'environment': env, **payload}, indent=2) + '\n')

@@ -25,3 +25,23 @@ def test_rows_measured_now_get_the_environment_and_rows_read_back_keep_theirs(tm
     again = _util.read_result(tmp_path / 'x.json')
     _util.write_result('x', {'runs': again['runs']})  # read back: each row keeps the record of the run that measured it
     assert json.loads((tmp_path / 'x.json').read_text())['runs']['new']['environment']['command'].endswith('--seed 1')
+
+
+def test_a_new_row_is_stamped_even_where_a_row_read_back_earlier_was_freed(tmp_path, monkeypatch):
+    # the scripts re-read their file before every write; a freed row's id must not hide a new row (it did: CPython
+    # reuses ids, and rows measured in the same command went out without their environment)
+    monkeypatch.setattr(_util, 'RESULTS', tmp_path)
+    _util.write_result('x', {'rows': [{'seed': 0}]})
+    for seed in range(1, 30):
+        rows = _util.read_result(tmp_path / 'x.json')['rows'] + [{'seed': seed}]
+        _util.write_result('x', {'rows': rows})
+        del rows
+    assert all('environment' in r for r in json.loads((tmp_path / 'x.json').read_text())['rows'])
+
+
+def test_rows_of_nested_studies_get_the_environment_and_bench_commit_names_the_commit(tmp_path, monkeypatch):
+    monkeypatch.setattr(_util, 'RESULTS', tmp_path)
+    monkeypatch.setenv('BENCH_COMMIT', 'abc123')
+    _util.write_result('x', {'studies': {'m': {'rows': [{'arm': 'fixed'}]}}})
+    row = json.loads((tmp_path / 'x.json').read_text())['studies']['m']['rows'][0]
+    assert row['environment']['commit'] == 'abc123'
