@@ -75,11 +75,16 @@ def memory_vs_steps(result):
 
 def deep_supervision_horizon(result):
     fig, ax = _figure()
-    for name, run in result['runs'].items():
-        curve = run['accuracy_vs_iterations']
-        ax.plot([c['point'] for c in curve], [c['top1'] for c in curve], label=name)
+    runs = result['runs']
+    for name, color in zip(dict.fromkeys(k.split('@')[0] for k in runs), ('C0', 'C1', 'C2', 'C3')):
+        for key, split, style in (('accuracy_vs_iterations', 'test', '-'), ('holdout_accuracy_vs_iterations', 'held out', '--')):
+            curves = [r[key] for k, r in runs.items() if k.split('@')[0] == name and key in r]
+            if curves:  # the mean over seeds at every iteration
+                ax.plot([c['point'] for c in curves[0]], [sum(c[i]['top1'] for c in curves) / len(curves)
+                                                          for i in range(len(curves[0]))],
+                        style, color=color, label=f'{name}, {split} (mean of {len(curves)})')
     ax.axvline(result['trained_iterations'], color='grey', ls=':', label='training horizon T')
-    ax.set(xlabel='inference iterations', ylabel='test top-1 (%)')
+    ax.set(xlabel='inference iterations', ylabel='top-1 (%)')
     ax.set_title(result['model'], fontsize=9)
     ax.legend()
     return _save(fig, ax, 'deep_supervision_horizon.png')

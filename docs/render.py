@@ -166,13 +166,14 @@ def anytime_study(ctx: Context, model: str) -> Optional[dict]:
     return ((optional_json(ctx, 'anytime_training') or {}).get('studies') or {}).get(model)
 
 
-def anytime_arm(ctx: Context, model: str, arm: str, at: Optional[int] = None) -> List[float]:
-    """anytime_training: top-1 per seed of one arm, evaluated at depth ``at`` (default: the trained depth)."""
+def anytime_arm(ctx: Context, model: str, arm: str, at: Optional[int] = None, split: str = 'test') -> List[float]:
+    """anytime_training: top-1 per seed of one arm, evaluated at depth ``at`` (default: the trained depth) on the
+    test images or (``split='holdout'``) on the held-out training images."""
     study = anytime_study(ctx, model)
     if study is None:
         return []
-    key = str(at or study['trained_depth'])
-    return [r['test_top1'][key] for r in study['rows'] if r['arm'] == arm and key in r['test_top1']]
+    key, field = str(at or study['trained_depth']), f'{split}_top1'
+    return [r[field][key] for r in study['rows'] if r['arm'] == arm and key in r.get(field, {})]
 
 
 def _grid_study_repeats(ctx: Context) -> Dict[str, List[float]]:
@@ -206,13 +207,28 @@ BUDGETS = {b.key: b for b in [
                lambda r: _at_iteration(r, ctx.json('deep_supervision_horizon')['trained_iterations'])).items()}),
     Budget('3k-head', '3k images, 3 epochs (`head_init_accuracy`, `step_robustness`, `anytime_training`)', '1,000',
            _grid_study_repeats),
+    Budget('heldout-8k', '8k images, 3 epochs, scored on held-out training images (`deep_supervision_horizon`)',
+           '2,000 (held out)', lambda ctx: {k: v for k, v in _heldout_repeats(ctx).items() if 'horizon' in k}),
+    Budget('heldout-3k', '3k images, 3 epochs, scored on held-out training images (`anytime_training`)',
+           '1,000 (held out)', lambda ctx: {k: v for k, v in _heldout_repeats(ctx).items() if 'anytime' in k}),
     Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)', '2,500 (validation)',
            _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1')),
 ]}
 
 
-def _at_iteration(run: dict, point: int) -> float:
-    return next(c['top1'] for c in run['accuracy_vs_iterations'] if c['point'] == point)
+def _at_iteration(run: dict, point: int, curve: str = 'accuracy_vs_iterations') -> float:
+    return next(c['top1'] for c in run[curve] if c['point'] == point)
+
+
+def _heldout_repeats(ctx: Context) -> Dict[str, List[float]]:
+    """The held-out budgets' repeated recipes: deep_supervision_horizon's runs at T and anytime_training's arms at
+    their training depth, each scored on held-out training images."""
+    out = {f'deep_supervision_horizon {k}': ds(ctx, k, split='holdout')
+           for k in dict.fromkeys(base_name(k) for k in ctx.json('deep_supervision_horizon')['runs'])}
+    for model, study in ((optional_json(ctx, 'anytime_training') or {}).get('studies') or {}).items():
+        for arm in dict.fromkeys(r['arm'] for r in study['rows']):
+            out[f'anytime_training {model} {arm}'] = anytime_arm(ctx, model, arm, split='holdout')
+    return out
 
 
 def binomial_floor(top1: float, images: int) -> float:
@@ -285,10 +301,12 @@ def bvit_fs(ctx: Context, field: str, method: str) -> List[float]:
     return [r['test_top1'] for r in ctx.json('bvit_field_and_solver')['rows'] if r['field'] == field and r['method'] == method]
 
 
-def ds(ctx: Context, run: str, point: Optional[int] = None) -> List[float]:
+def ds(ctx: Context, run: str, point: Optional[int] = None, split: str = 'test') -> List[float]:
+    """deep_supervision_horizon: top-1 per seed of one run at iteration ``point`` (default T), on the test images or
+    (``split='holdout'``) on the held-out training images."""
     d = ctx.json('deep_supervision_horizon')
-    point = point or d['trained_iterations']
-    return [_at_iteration(r, point) for k, r in d['runs'].items() if base_name(k) == run]
+    point, curve = point or d['trained_iterations'], ('holdout_' if split == 'holdout' else '') + 'accuracy_vs_iterations'
+    return [_at_iteration(r, point, curve) for k, r in d['runs'].items() if base_name(k) == run and curve in r]
 
 
 def recipe(ctx: Context, candidate: str) -> List[float]:
@@ -452,8 +470,35 @@ COMPARISONS = [
        lambda c, at=at: anytime_arm(c, 'bvit_tiny_cifar', 'fixed', at),
        f'python bench/anytime_training.py --model bvit_tiny_cifar --arms fixed {arm} --grids 2 3 4 6 8 12 16 24 48')
       for arm in ('random', 'incremental', 'deep_supervision') for at in (3, 12, 48)],
+    # held-out re-checks of the release choices first made on test images (issue 45): the same runs, scored on
+    # training images they never trained on
+    ('ho_ds_at_T', 'bViT: deep supervision vs plain, at T (held out)', 'heldout-8k',
+     lambda c: ds(c, 'deep_supervision', split='holdout'), lambda c: ds(c, 'plain', split='holdout'),
+     'python bench/deep_supervision_horizon.py --seed N'),
+    ('ho_ds_at_4T', 'bViT: deep supervision vs plain, at 4·T (held out)', 'heldout-8k',
+     lambda c: ds(c, 'deep_supervision', 4 * c.json('deep_supervision_horizon')['trained_iterations'], 'holdout'),
+     lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations'], 'holdout'),
+     'python bench/deep_supervision_horizon.py --seed N'),
+    *[(f'ho_bvit_ds_at_{at}', f'bViT: deep supervision vs fixed T, at {at} iterations (held out)', 'heldout-3k',
+       lambda c, at=at: anytime_arm(c, 'bvit_tiny_cifar', 'deep_supervision', at, 'holdout'),
+       lambda c, at=at: anytime_arm(c, 'bvit_tiny_cifar', 'fixed', at, 'holdout'),
+       'python bench/anytime_training.py --model bvit_tiny_cifar --grids 2 3 4 6 8 12 16 24 48 --seeds 0 1 2')
+      for at in (3, 12, 48)],
+    *[(f'ho_random_at_{at}', f'ODE-ViT: random S − 3 … S + 3 (`train_depth` [3, 9]) vs fixed S, at {at} steps (held out)',
+       'heldout-3k', lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'random', at, 'holdout'),
+       lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'fixed', at, 'holdout'),
+       'python bench/anytime_training.py --arms fixed random incremental --seeds 0 1 2') for at in (3, 6, 24)],
+    *[(f'ho_w4_vs_w3_at_{at}', f'ODE-ViT: random S − 4 … S + 4 vs S − 3 … S + 3 (w = 4 vs w = 3), at {at} steps '
+       '(held out)', 'heldout-3k', lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'random_w4', at, 'holdout'),
+       lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'random', at, 'holdout'),
+       'python bench/anytime_training.py --arms random --width 4 --seeds 0 1 2') for at in (3, 6, 24)],
+    *[(f'ho_incremental_vs_random_at_{at}', f'ODE-ViT: coarse to fine vs random S − 3 … S + 3, at {at} steps (held out)',
+       'heldout-3k', lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'incremental', at, 'holdout'),
+       lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'random', at, 'holdout'),
+       'python bench/anytime_training.py --arms fixed random incremental --seeds 0 1 2') for at in (3, 6, 24)],
 ]
 COMPARISON = {c[0]: c for c in COMPARISONS}
+HELDOUT_CHECKS = [c[0] for c in COMPARISONS if c[0].startswith('ho_')]
 
 # The papers' claims: (claim, paper, comparison id, claimed sign of A − B: +1 / -1, 0 for "no difference", or 'any'
 # for "A differs from B" in either direction)
@@ -624,7 +669,7 @@ def table_noise_floor(ctx: Context) -> str:
 
 def table_comparisons(ctx: Context, ids: Optional[Sequence[str]] = None) -> str:
     rows = []
-    for cid in ids or COMPARISON:
+    for cid in ids or [k for k in COMPARISON if k not in HELDOUT_CHECKS]:
         c = run_comparison(ctx, cid)
         what, budget = COMPARISON[cid][1], COMPARISON[cid][2]
         if c is None:
@@ -1022,7 +1067,18 @@ def runtime(ctx: Context, script: str) -> str:
         return 'not recorded in the JSON'
     med = statistics.median(secs)
     per = f'{med / 60:.0f} min' if med >= 90 else f'{med:.0f} s'
-    return f'{per} per run (median of {len(secs)} runs in the JSON)' if len(secs) > 1 else f'{per} (one run in the JSON)'
+    machines = sorted({m for m in _walk_machines(ctx.json(script)) if m})
+    where = f'; on {" / ".join(machines)}' if machines else ''
+    return (f'{per} per run (median of {len(secs)} runs in the JSON{where})' if len(secs) > 1
+            else f'{per} (one run in the JSON{where})')
+
+
+def _walk_machines(o) -> List[str]:
+    """The ``machine`` of every environment record in a result file."""
+    if isinstance(o, dict):
+        return ([o['environment'].get('machine')] if isinstance(o.get('environment'), dict) else []) + \
+            [m for k, v in o.items() if k != 'environment' for m in _walk_machines(v)]
+    return [m for v in o for m in _walk_machines(v)] if isinstance(o, list) else []
 
 
 def _recorded_seconds(d: dict) -> float:
@@ -1040,6 +1096,7 @@ TABLES: Dict[str, Callable[[Context], str]] = {
     'releases': table_releases,
     'noise_floor': table_noise_floor,
     'comparisons': table_comparisons,
+    'heldout_checks': lambda ctx: table_comparisons(ctx, HELDOUT_CHECKS),
     'claims': table_claims,
     'accuracy_vs_params': table_accuracy_vs_params,
     'inference_grid': table_inference_grid,
@@ -1235,9 +1292,6 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     **{f'provenance.{n}': (lambda c, n=n: _provenance(c, n)) for n in UNDATED_RESULTS},
     'speed_rewrites': _speed_rewrites,
     'release_3_steps_loss.odevit_tiny_cifar.c10': lambda c: _release_depth_loss(c, 'odevit_tiny_cifar.c10'),
-    # wall time of the two single 3-epoch runs of deep_supervision_horizon (one after the other, not interleaved)
-    'ds_horizon_wall_ratio': lambda c: (c.lookup('deep_supervision_horizon', 'runs.deep_supervision.train_seconds')
-                                        / c.lookup('deep_supervision_horizon', 'runs.plain.train_seconds')),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),
