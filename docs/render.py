@@ -393,22 +393,22 @@ COMPARISONS = [
      'python bench/distillation_small.py --seed N'),
     ('naive_field', 'bViT ODE: naive field ż = B(z) vs state-subtracted ż = B(z) − z (Euler 12)', '4k-bvit',
      lambda c: bvit_fs(c, 'naive', 'euler'), lambda c: bvit_fs(c, 'state_subtracted', 'euler'),
-     'python bench/bvit_field_and_solver.py --train-per-class 400'),
+     'python bench/bvit_field_and_solver.py --train-per-class 400 --seed N'),
     ('rk4_vs_euler', 'bViT ODE: rk4 3 steps vs euler 12 steps (12 block evaluations each)', '4k-bvit',
      lambda c: bvit_fs(c, 'state_subtracted', 'rk4'), lambda c: bvit_fs(c, 'state_subtracted', 'euler'),
-     'python bench/bvit_field_and_solver.py --train-per-class 400'),
+     'python bench/bvit_field_and_solver.py --train-per-class 400 --seed N'),
     ('midpoint_vs_euler', 'bViT ODE: midpoint 6 steps vs euler 12 steps (12 block evaluations each)', '4k-bvit',
      lambda c: bvit_fs(c, 'state_subtracted', 'midpoint'), lambda c: bvit_fs(c, 'state_subtracted', 'euler'),
-     'python bench/bvit_field_and_solver.py --train-per-class 400'),
+     'python bench/bvit_field_and_solver.py --train-per-class 400 --seed N'),
     ('ds_at_T', 'deep supervision vs plain, at the training horizon T', '8k',
-     lambda c: ds(c, 'deep_supervision'), lambda c: ds(c, 'plain'), 'python bench/deep_supervision_horizon.py'),
+     lambda c: ds(c, 'deep_supervision'), lambda c: ds(c, 'plain'), 'python bench/deep_supervision_horizon.py --seed N'),
     ('ds_at_4T', 'deep supervision vs plain, at 4·T iterations', '8k',
      lambda c: ds(c, 'deep_supervision', 4 * c.json('deep_supervision_horizon')['trained_iterations']),
      lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']),
-     'python bench/deep_supervision_horizon.py'),
+     'python bench/deep_supervision_horizon.py --seed N'),
     ('plain_T_vs_4T', 'plain recurrence at 4·T vs at T', '8k',
      lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']),
-     lambda c: ds(c, 'plain'), 'python bench/deep_supervision_horizon.py'),
+     lambda c: ds(c, 'plain'), 'python bench/deep_supervision_horizon.py --seed N'),
     ('recipe_no_jitter', 'release recipe without colour jitter vs with', 'recipe',
      lambda c: recipe(c, 'no_jitter'), lambda c: recipe(c, 'base'),
      'cd bench && python recipe_study.py --data ../data/cifar10_holdout --models odevit_tiny_cifar'),
@@ -479,6 +479,9 @@ COMPARISONS = [
      lambda c: ds(c, 'deep_supervision', 4 * c.json('deep_supervision_horizon')['trained_iterations'], 'holdout'),
      lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations'], 'holdout'),
      'python bench/deep_supervision_horizon.py --seed N'),
+    ('ho_plain_T_vs_4T', 'bViT: plain recurrence at 4·T vs at T (held out)', 'heldout-8k',
+     lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations'], 'holdout'),
+     lambda c: ds(c, 'plain', split='holdout'), 'python bench/deep_supervision_horizon.py --seed N'),
     *[(f'ho_bvit_ds_at_{at}', f'bViT: deep supervision vs fixed T, at {at} iterations (held out)', 'heldout-3k',
        lambda c, at=at: anytime_arm(c, 'bvit_tiny_cifar', 'deep_supervision', at, 'holdout'),
        lambda c, at=at: anytime_arm(c, 'bvit_tiny_cifar', 'fixed', at, 'holdout'),
@@ -663,7 +666,7 @@ def table_noise_floor(ctx: Context) -> str:
                            + (f'(range {spread(v):.2f})' if len(v) >= MIN_SEEDS else f'({len(v)} runs: not counted)')
                            for k, v in reps.items()) or '–'
         rows.append([b.label, b.test_images, detail, f'**{n:.2f}**', how])
-    return md_table(['budget', 'test images', f'repeated runs of one recipe (top-1 %; only ≥ {MIN_SEEDS} runs count '
+    return md_table(['budget', 'images scored', f'repeated runs of one recipe (top-1 %; only ≥ {MIN_SEEDS} runs count '
                      'towards N)', 'noise floor N (points)', 'N from'], rows)
 
 
@@ -983,8 +986,8 @@ def table_distillation_cifar10(ctx: Context) -> str:
 
 
 def table_bvit_field_solver(ctx: Context) -> str:
-    return md_table(['field', 'solver', 'steps', 'block evals', 'test top-1, trained grid', 'euler 24', 'rk4 12'],
-                    [[r['field'], r['method'], r['steps'], r['block_evals'], f'{r["test_top1"]:.2f}',
+    return md_table(['seed', 'field', 'solver', 'steps', 'block evals', 'test top-1, trained grid', 'euler 24', 'rk4 12'],
+                    [[r.get('seed', 0), r['field'], r['method'], r['steps'], r['block_evals'], f'{r["test_top1"]:.2f}',
                       f'{r["test_top1_euler24"]:.2f}', f'{r["test_top1_rk412"]:.2f}']
                      for r in ctx.json('bvit_field_and_solver')['rows']])
 
@@ -993,8 +996,9 @@ def table_deep_supervision(ctx: Context) -> str:
     d = ctx.json('deep_supervision_horizon')
     t = d['trained_iterations']
     points = [1, t // 4, t // 2, 3 * t // 4, t, 3 * t // 2, 2 * t, 3 * t, 4 * t]
-    return md_table(['iterations'] + [str(p) for p in points],
-                    [[k] + [f'{_at_iteration(r, p):.2f}' for p in points] for k, r in d['runs'].items()])
+    return md_table(['run', 'seed'] + [f'{p} it.' for p in points],
+                    [[base_name(k), seed_of(k, r)] + [f'{_at_iteration(r, p):.2f}' for p in points]
+                     for k, r in d['runs'].items()])
 
 
 def table_recipe_study(ctx: Context) -> str:
@@ -1071,6 +1075,16 @@ def runtime(ctx: Context, script: str) -> str:
     where = f'; on {" / ".join(machines)}' if machines else ''
     return (f'{per} per run (median of {len(secs)} runs in the JSON{where})' if len(secs) > 1
             else f'{per} (one run in the JSON{where})')
+
+
+def trained_on(ctx: Context, script: str) -> str:
+    """Where a study's rows were measured, from their ``environment`` records (the budget strings say CPU-sized)."""
+    machines = sorted({m for m in _walk_machines(ctx.json(script)) if m})
+    if not machines:
+        return 'machine not recorded'
+    gpu = any('NVIDIA' in m or 'GPU' in m for m in machines)
+    return (f'trained on {" / ".join(machines)}' + ('; data and augmentation on the CPU, the train times beside other '
+                                                    'studies on that GPU: no cost measure' if gpu else ''))
 
 
 def _walk_machines(o) -> List[str]:
@@ -1349,6 +1363,8 @@ def substitute(expr: str, ctx: Context) -> str:
         return TABLES[name](ctx, *args) if args else TABLES[name](ctx)
     if expr.startswith('=runtime.'):
         return runtime(ctx, expr[len('=runtime.'):])
+    if expr.startswith('=trained_on.'):
+        return trained_on(ctx, expr[len('=trained_on.'):])
     if expr.startswith('='):
         return _format(VALUES[expr[1:]](ctx), fmt)
     name, sep, path = expr.partition(':')
