@@ -27,8 +27,13 @@ def add_recipe_args(p, train_per_class: int, test_per_class: Optional[int] = 200
     p.add_argument('--lr', type=float, default=1e-3)
     p.add_argument('--seed', type=int, default=0)
     if device:
-        p.add_argument('--device', default='cpu', help='where the model trains and is evaluated (cpu, cuda); the data '
-                       'and its augmentation stay on the CPU, so a seed draws the same batches on every device')
+        add_device_arg(p)
+
+
+def add_device_arg(p) -> None:
+    """``--device``: where the models train and are evaluated; data and augmentation stay on the CPU."""
+    p.add_argument('--device', default='cpu', help='where the models train and are evaluated (cpu, cuda); the data '
+                   'and its augmentation stay on the CPU, so a seed draws the same batches on every device')
 
 
 def subset_budget(args) -> str:

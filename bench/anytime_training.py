@@ -13,8 +13,8 @@ number of field evaluations per image in training (NFE) in every arm:
 
 then measured at every depth of ``--grids`` (``timm_odevit.anytime.accuracy_at_budgets``) on a held-out split carved
 from the training images (the next ``--holdout-per-class`` of each class, never trained on: where a schedule is
-chosen) and on the test images (which only report), with the training wall time beside it. The draws use their own generator (seeded per run), so data order and
-augmentation are those of the fixed arm. Rows accumulate across invocations at the same budget (key: arm, seed),
+chosen) and on the test images (which only report), with the training wall time beside it. The draws use their own
+generator (seeded per run), so data order and augmentation are those of the fixed arm. Rows accumulate across invocations at the same budget (key: arm, seed),
 one study per model in bench/results/anytime_training.json; a ``--width`` other than the default S // 2 is stored
 as its own arm (``random_w4``: S - 4 .. S + 4).
 

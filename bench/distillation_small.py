@@ -23,7 +23,7 @@ import timm_odevit  # noqa: F401
 from timm_odevit import odeify
 from timm_odevit.tasks import TrajectoryDistillationTask
 from _data import DEFAULT_ROOT, load_split
-from _train import accuracy, fit
+from _train import accuracy, add_device_arg, fit
 from _util import RESULTS, read_result, seed_key, seed_of, write_result
 
 
@@ -37,8 +37,7 @@ def main():
     p.add_argument('--batch', type=int, default=128)
     p.add_argument('--lr', type=float, default=1e-3)
     p.add_argument('--seed', type=int, default=0, help='0: the seeds 0/1/2 of the committed run; N: 3N, 3N+1, 3N+2')
-    p.add_argument('--device', default='cpu', help='where the models train and are evaluated (cpu, cuda); the data '
-                   'and its augmentation stay on the CPU, so a seed draws the same batches on every device')
+    add_device_arg(p)
     args = p.parse_args()
     seed = 3 * args.seed  # teacher, ODE-ViT students and odeified students each get their own seed
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
