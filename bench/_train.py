@@ -30,6 +30,12 @@ def add_recipe_args(p, train_per_class: int, test_per_class: Optional[int] = 200
         add_device_arg(p)
 
 
+def add_holdout_arg(p, per_class: int) -> None:
+    """``--holdout-per-class``: held-out images per class, the training images after the first --train-per-class."""
+    p.add_argument('--holdout-per-class', type=int, default=per_class,
+                   help='held-out images per class: the training images after the first --train-per-class')
+
+
 def add_device_arg(p) -> None:
     """``--device``: where the models train and are evaluated; data and augmentation stay on the CPU."""
     p.add_argument('--device', default='cpu', help='where the models train and are evaluated (cpu, cuda); the data '

@@ -33,7 +33,7 @@ import timm_odevit  # noqa: F401
 from timm_odevit.layers.depth_stack import depth_stack
 from timm_odevit.tasks import DeepSupervisionTask
 from _data import load_split
-from _train import add_grid_study_args, classification_task, fit, subset_budget, top1_at_grids
+from _train import add_grid_study_args, add_holdout_arg, classification_task, fit, subset_budget, top1_at_grids
 from _util import RESULTS, read_result, write_result
 
 ARMS = ('fixed', 'random', 'incremental', 'deep_supervision')
@@ -77,8 +77,7 @@ def main():
     p.add_argument('--steps', type=int, default=None, help="the (mean) training depth S (default: the release's)")
     p.add_argument('--width', type=int, default=None, help='random: S - w .. S + w; incremental: S - w, then S + w '
                                                            '(default: S // 2)')
-    p.add_argument('--holdout-per-class', type=int, default=100,
-                   help='held-out images per class: the training images after the first --train-per-class')
+    add_holdout_arg(p, 100)
     add_grid_study_args(p, device=True)
     args = p.parse_args()
     recurrent = args.model.startswith('bvit')

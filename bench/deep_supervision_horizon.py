@@ -24,7 +24,7 @@ import timm_odevit  # noqa: F401
 from timm_odevit.evaluation import accuracy_vs_iterations
 from timm_odevit.tasks import DeepSupervisionTask
 from _data import DEFAULT_ROOT, augment, load_split
-from _train import add_device_arg
+from _train import add_device_arg, add_holdout_arg
 from _util import RESULTS, read_result, seed_key, seed_of, write_result
 
 
@@ -64,8 +64,7 @@ def main():
     p.add_argument('--lr', type=float, default=1e-3)
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--horizon-mult', type=int, default=4)
-    p.add_argument('--holdout-per-class', type=int, default=200,
-                   help='held-out images per class: the training images after the first --train-per-class')
+    add_holdout_arg(p, 200)
     add_device_arg(p)
     args = p.parse_args()
     train_data = load_split(args.data, 'train', args.train_per_class)

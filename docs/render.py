@@ -208,9 +208,9 @@ BUDGETS = {b.key: b for b in [
     Budget('3k-head', '3k images, 3 epochs (`head_init_accuracy`, `step_robustness`, `anytime_training`)', '1,000',
            _grid_study_repeats),
     Budget('heldout-8k', '8k images, 3 epochs, scored on held-out training images (`deep_supervision_horizon`)',
-           '2,000 (held out)', lambda ctx: {k: v for k, v in _heldout_repeats(ctx).items() if 'horizon' in k}),
+           '2,000 (held out)', lambda ctx: _heldout_horizon_repeats(ctx)),
     Budget('heldout-3k', '3k images, 3 epochs, scored on held-out training images (`anytime_training`)',
-           '1,000 (held out)', lambda ctx: {k: v for k, v in _heldout_repeats(ctx).items() if 'anytime' in k}),
+           '1,000 (held out)', lambda ctx: _heldout_anytime_repeats(ctx)),
     Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)', '2,500 (validation)',
            _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1')),
 ]}
@@ -220,15 +220,17 @@ def _at_iteration(run: dict, point: int, curve: str = 'accuracy_vs_iterations') 
     return next(c['top1'] for c in run[curve] if c['point'] == point)
 
 
-def _heldout_repeats(ctx: Context) -> Dict[str, List[float]]:
-    """The held-out budgets' repeated recipes: deep_supervision_horizon's runs at T and anytime_training's arms at
-    their training depth, each scored on held-out training images."""
-    out = {f'deep_supervision_horizon {k}': ds(ctx, k, split='holdout')
-           for k in dict.fromkeys(base_name(k) for k in ctx.json('deep_supervision_horizon')['runs'])}
-    for model, study in ((optional_json(ctx, 'anytime_training') or {}).get('studies') or {}).items():
-        for arm in dict.fromkeys(r['arm'] for r in study['rows']):
-            out[f'anytime_training {model} {arm}'] = anytime_arm(ctx, model, arm, split='holdout')
-    return out
+def _heldout_horizon_repeats(ctx: Context) -> Dict[str, List[float]]:
+    """deep_supervision_horizon's runs at T, scored on held-out training images."""
+    return {f'deep_supervision_horizon {k}': ds(ctx, k, split='holdout')
+            for k in dict.fromkeys(base_name(k) for k in ctx.json('deep_supervision_horizon')['runs'])}
+
+
+def _heldout_anytime_repeats(ctx: Context) -> Dict[str, List[float]]:
+    """anytime_training's arms at their training depth, scored on held-out training images."""
+    return {f'anytime_training {model} {arm}': anytime_arm(ctx, model, arm, split='holdout')
+            for model, study in ((optional_json(ctx, 'anytime_training') or {}).get('studies') or {}).items()
+            for arm in dict.fromkeys(r['arm'] for r in study['rows'])}
 
 
 def binomial_floor(top1: float, images: int) -> float:
@@ -299,6 +301,11 @@ def distill45(ctx: Context, row: str) -> List[float]:
 
 def bvit_fs(ctx: Context, field: str, method: str) -> List[float]:
     return [r['test_top1'] for r in ctx.json('bvit_field_and_solver')['rows'] if r['field'] == field and r['method'] == method]
+
+
+def four_t(ctx: Context) -> int:
+    """deep_supervision_horizon's point 4·T, four times the trained iterations."""
+    return 4 * ctx.json('deep_supervision_horizon')['trained_iterations']
 
 
 def ds(ctx: Context, run: str, point: Optional[int] = None, split: str = 'test') -> List[float]:
@@ -403,11 +410,11 @@ COMPARISONS = [
     ('ds_at_T', 'deep supervision vs plain, at the training horizon T', '8k',
      lambda c: ds(c, 'deep_supervision'), lambda c: ds(c, 'plain'), 'python bench/deep_supervision_horizon.py --seed N'),
     ('ds_at_4T', 'deep supervision vs plain, at 4·T iterations', '8k',
-     lambda c: ds(c, 'deep_supervision', 4 * c.json('deep_supervision_horizon')['trained_iterations']),
-     lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']),
+     lambda c: ds(c, 'deep_supervision', four_t(c)),
+     lambda c: ds(c, 'plain', four_t(c)),
      'python bench/deep_supervision_horizon.py --seed N'),
     ('plain_T_vs_4T', 'plain recurrence at 4·T vs at T', '8k',
-     lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']),
+     lambda c: ds(c, 'plain', four_t(c)),
      lambda c: ds(c, 'plain'), 'python bench/deep_supervision_horizon.py --seed N'),
     ('recipe_no_jitter', 'release recipe without colour jitter vs with', 'recipe',
      lambda c: recipe(c, 'no_jitter'), lambda c: recipe(c, 'base'),
@@ -476,11 +483,11 @@ COMPARISONS = [
      lambda c: ds(c, 'deep_supervision', split='holdout'), lambda c: ds(c, 'plain', split='holdout'),
      'python bench/deep_supervision_horizon.py --seed N'),
     ('ho_ds_at_4T', 'bViT: deep supervision vs plain, at 4·T (held out)', 'heldout-8k',
-     lambda c: ds(c, 'deep_supervision', 4 * c.json('deep_supervision_horizon')['trained_iterations'], 'holdout'),
-     lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations'], 'holdout'),
+     lambda c: ds(c, 'deep_supervision', four_t(c), 'holdout'),
+     lambda c: ds(c, 'plain', four_t(c), 'holdout'),
      'python bench/deep_supervision_horizon.py --seed N'),
     ('ho_plain_T_vs_4T', 'bViT: plain recurrence at 4·T vs at T (held out)', 'heldout-8k',
-     lambda c: ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations'], 'holdout'),
+     lambda c: ds(c, 'plain', four_t(c), 'holdout'),
      lambda c: ds(c, 'plain', split='holdout'), 'python bench/deep_supervision_horizon.py --seed N'),
     *[(f'ho_bvit_ds_at_{at}', f'bViT: deep supervision vs fixed T, at {at} iterations (held out)', 'heldout-3k',
        lambda c, at=at: anytime_arm(c, 'bvit_tiny_cifar', 'deep_supervision', at, 'holdout'),
@@ -1071,7 +1078,7 @@ def runtime(ctx: Context, script: str) -> str:
         return 'not recorded in the JSON'
     med = statistics.median(secs)
     per = f'{med / 60:.0f} min' if med >= 90 else f'{med:.0f} s'
-    machines = sorted({m for m in _walk_machines(ctx.json(script)) if m})
+    machines = _machines(ctx, script)
     where = f'; on {" / ".join(machines)}' if machines else ''
     return (f'{per} per run (median of {len(secs)} runs in the JSON{where})' if len(secs) > 1
             else f'{per} (one run in the JSON{where})')
@@ -1079,12 +1086,17 @@ def runtime(ctx: Context, script: str) -> str:
 
 def trained_on(ctx: Context, script: str) -> str:
     """Where a study's rows were measured, from their ``environment`` records (the budget strings say CPU-sized)."""
-    machines = sorted({m for m in _walk_machines(ctx.json(script)) if m})
+    machines = _machines(ctx, script)
     if not machines:
         return 'machine not recorded'
     gpu = any('NVIDIA' in m or 'GPU' in m for m in machines)
     return (f'trained on {" / ".join(machines)}' + ('; data and augmentation on the CPU, the train times beside other '
                                                     'studies on that GPU: no cost measure' if gpu else ''))
+
+
+def _machines(ctx: Context, script: str) -> List[str]:
+    """The machines a result file's environment records name, sorted."""
+    return sorted({m for m in _walk_machines(ctx.json(script)) if m})
 
 
 def _walk_machines(o) -> List[str]:
@@ -1333,7 +1345,7 @@ for _claim, _paper, _cid, _sign in CLAIMS:
     VALUES[f'claim.{_cid}'] = lambda c, cid=_cid, sign=_sign: claim_verdict(run_comparison(c, cid), sign)
 for _model in ('odevit_tiny_cifar', 'bvit_tiny_cifar'):
     VALUES[f'anytime_budget.{_model}'] = lambda c, m=_model: _anytime_budget(c, m)
-VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', 4 * c.json('deep_supervision_horizon')['trained_iterations']))
+VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', four_t(c)))
 for _cid in COMPARISON:
     for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary'):
         VALUES[f'{_cid}.{_field}'] = _cmp_value(_cid, _field)
