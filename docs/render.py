@@ -190,8 +190,7 @@ def _grid_study_repeats(ctx: Context) -> Dict[str, List[float]]:
 
 
 BUDGETS = {b.key: b for b in [
-    Budget('45k', '45k images, 2 epochs (repeats: `accuracy_vs_params`; also compared here: `distillation_cifar10`, '
-                  'single runs)', '10,000',
+    Budget('45k', '45k images, 2 epochs (`accuracy_vs_params`)', '10,000',
            lambda ctx: {k: list(v.values()) for k, v in _acc_arms(ctx).items()}),
     Budget('45k_grid', '45k images, 2 epochs, re-integrated on other grids (`accuracy_vs_params` inference grid sweep)',
            '2,000', lambda ctx: {f'{m} {n}': grid(ctx, 'odevit_tiny_cifar', m, n) for m, n in (('euler', 6),)}),
@@ -294,11 +293,6 @@ def dsmall(ctx: Context, name: str) -> List[float]:
     return list(_distill_small_arms(ctx).get(name, {}).values())
 
 
-def distill45(ctx: Context, row: str) -> List[float]:
-    rows = ctx.json('distillation_cifar10')['rows']
-    return [r['test_top1'] for k, r in rows.items() if base_name(k) == row]
-
-
 def bvit_fs(ctx: Context, field: str, method: str) -> List[float]:
     return [r['test_top1'] for r in ctx.json('bvit_field_and_solver')['rows'] if r['field'] == field and r['method'] == method]
 
@@ -362,9 +356,6 @@ COMPARISONS = [
     ('final_norm_45k', 'CenterNorm field with a final LayerNorm † vs without (spectral head)', '45k',
      lambda c: acc(c, 'odevit_tiny_cifar_final_norm'), lambda c: acc(c, 'odevit_tiny_cifar_spectral_head'),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_final_norm odevit_tiny_cifar_spectral_head --seed N'),
-    ('distill_45k', 'trajectory-distilled `odevit_tiny_cifar` vs the same from scratch', '45k',
-     lambda c: distill45(c, 'distilled'), lambda c: distill45(c, 'scratch'),
-     'python bench/distillation_cifar10.py --student odevit_tiny_cifar --checkpoints checkpoints'),
     ('grid_euler24', 'trained on euler 6, evaluated on euler 24 vs on euler 6 (2,000 test images)', '45k_grid',
      lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 24), lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 6),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar --seed N'),
@@ -513,7 +504,6 @@ HELDOUT_CHECKS = [c[0] for c in COMPARISONS if c[0].startswith('ho_')]
 # The papers' claims: (claim, paper, comparison id, claimed sign of A − B: +1 / -1, 0 for "no difference", or 'any'
 # for "A differs from B" in either direction)
 CLAIMS = [
-    ('Trajectory distillation from a discrete teacher beats training from scratch', 'ODE-ViT', 'distill_45k', +1),
     ('Trajectory distillation from a discrete teacher beats training from scratch', 'ODE-ViT', 'distill_small', +1),
     ('ODE-ViT is competitive with a discrete ViT of its parameters', 'ODE-ViT', 'odevit_vs_vit_odevit_params', +1),
     ('The number of steps can change at inference (robust to the grid): here trained at 6 Euler steps, evaluated at 24',
@@ -984,14 +974,6 @@ def table_distillation_small(ctx: Context) -> str:
                      for k, v in arms.items()])
 
 
-def table_distillation_cifar10(ctx: Context) -> str:
-    rows = []
-    for k, r in ctx.json('distillation_cifar10')['rows'].items():
-        rows.append([k, f'`{r["model"]}`', f'{r["val_top1"]:.2f}' if 'val_top1' in r else '–', f'{r["test_top1"]:.2f}',
-                     f'{r["train_s"]:.0f}' if 'train_s' in r else '–'])
-    return md_table(['run', 'model', 'val top-1 (%)', 'test top-1 (%)', 'train time (s)'], rows)
-
-
 def table_bvit_field_solver(ctx: Context) -> str:
     return md_table(['seed', 'field', 'solver', 'steps', 'block evals', 'test top-1, trained grid', 'euler 24', 'rk4 12'],
                     [[r.get('seed', 0), r['field'], r['method'], r['steps'], r['block_evals'], f'{r["test_top1"]:.2f}',
@@ -1130,7 +1112,6 @@ TABLES: Dict[str, Callable[[Context], str]] = {
     'stability': table_stability,
     'ablation': table_ablation,
     'distillation_small': table_distillation_small,
-    'distillation_cifar10': table_distillation_cifar10,
     'bvit_field_solver': table_bvit_field_solver,
     'deep_supervision': table_deep_supervision,
     'recipe_study': table_recipe_study,
@@ -1310,7 +1291,6 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'recipe_study.val_per_class': _budget_images('recipe_study', 'rows.0.budget', r'first (\d+)/class of val/'),
     'accuracy_vs_params.test_images': _budget_images('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget',
                                                      r'all (\d+) test images'),
-    'distillation_cifar10.test_images': _budget_images('distillation_cifar10', 'budget', r'all (\d+) test images'),
     **{f'train_speed.{setting}.{field}': _train_speed_row(setting, field)
        for setting in ('bf16', 'compile_bf16') for field in ('stopped_after_s', 'updates')},
     'floor_45k_note': lambda c: _floor_note(c, '45k'),
