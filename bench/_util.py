@@ -11,7 +11,8 @@ from typing import Callable, Dict
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-RESULTS = pathlib.Path(__file__).resolve().parent / 'results'
+CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = CHECKOUT / 'bench' / 'results'
 
 
 def time_interleaved(fns: Dict[str, Callable[[], None]], repeats: int, warmup: int = 2) -> Dict[str, Dict[str, float]]:
@@ -52,16 +53,17 @@ def train_step(loss: Callable[[], torch.Tensor]) -> Callable[[], None]:
 
 
 def _git_commit() -> str:
-    """HEAD of the checkout the bench runs from, with '+dirty' when tracked files differ from it; ``BENCH_COMMIT``
-    when set (a copy of a checkout sent to another machine, whose git metadata may not be the checkout's)."""
+    """HEAD of the checkout the bench runs from, with '+dirty' when tracked files other than the results
+    (``bench/results/``, which the benches themselves write) differ from it; ``BENCH_COMMIT`` when set (a copy of a
+    checkout sent to another machine, whose git metadata may not be the checkout's)."""
     if os.environ.get('BENCH_COMMIT'):
         return os.environ['BENCH_COMMIT']
     import subprocess
-    root = pathlib.Path(__file__).resolve().parents[1]
     def git(*a):
-        return subprocess.run(['git', '-C', str(root), *a], capture_output=True, text=True).stdout.strip()
+        return subprocess.run(['git', '-C', str(CHECKOUT), *a], capture_output=True, text=True).stdout.strip()
     head = git('rev-parse', 'HEAD') or 'unknown'
-    return head + ('+dirty' if git('status', '--porcelain', '--untracked-files=no') else '')
+    dirty = git('status', '--porcelain', '--untracked-files=no', '--', '.', ':(exclude)bench/results')
+    return head + ('+dirty' if dirty else '')
 
 
 def environment() -> Dict[str, str]:

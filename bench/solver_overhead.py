@@ -3,8 +3,7 @@
 Three ways to compute X(1) of odevit_tiny_cifar's field with N Euler steps, timed interleaved
 in one run (ratios, since machines are noisy):
   loop       — for k in range(N): x = x + h·ψ(x)
-  odeblock   — the model's depth stack, ``model.blocks`` (end point only): a ContinuousDepthStack today; the
-               results/solver_overhead.json on file predates it and timed the ODEBlock it replaced
+  odeblock   — the model's depth stack, ``model.blocks`` (a ContinuousDepthStack), end point only
   full_grid  — torchdiffeq asked for the whole grid (odeint(func, x, linspace(0, 1, N+1)))
 
     python bench/solver_overhead.py [--batch 64] [--steps 12] [--repeats 15]

@@ -1008,10 +1008,7 @@ def table_throughput(ctx: Context) -> str:
 def table_solver_overhead(ctx: Context) -> str:
     d = ctx.json('solver_overhead')
     res = d['results']
-    # the script times model.blocks; runs that predate recorded dates (see SPEED_REWRITES) timed the ODE block before it
-    block = ('`ContinuousDepthStack` (end point only)' if d['environment'].get('date') else
-             'the ODE block of that date (end point only; since replaced by `ContinuousDepthStack`)')
-    return md_table(['', 'plain loop', block, 'torchdiffeq asked for the whole grid'],
+    return md_table(['', 'plain loop', '`model.blocks` (end point only)', 'torchdiffeq asked for the whole grid'],
                     [[mode, f'{res[mode]["loop"]["ratio_vs_loop"]:.3f}', f'{res[mode]["odeblock"]["ratio_vs_loop"]:.3f}',
                       f'{res[mode]["full_grid"]["ratio_vs_loop"]:.3f}'] for mode in ('inference', 'train_step')])
 

@@ -1,6 +1,7 @@
 """bench/_util.py: every result row records where and how it was measured, when it is measured."""
 import json
 import pathlib
+import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,3 +46,23 @@ def test_rows_of_nested_studies_get_the_environment_and_bench_commit_names_the_c
     _util.write_result('x', {'studies': {'m': {'rows': [{'arm': 'fixed'}]}}})
     row = json.loads((tmp_path / 'x.json').read_text())['studies']['m']['rows'][0]
     assert row['environment']['commit'] == 'abc123'
+
+
+def test_the_commit_is_dirty_for_changed_code_not_for_the_results_the_benches_write(tmp_path, monkeypatch):
+    monkeypatch.delenv('BENCH_COMMIT', raising=False)
+    monkeypatch.setattr(_util, 'CHECKOUT', tmp_path)
+    (tmp_path / 'bench' / 'results').mkdir(parents=True)
+    (tmp_path / 'bench' / 'results' / 'x.json').write_text('{}')
+    (tmp_path / 'model.py').write_text('a = 1')
+
+    def git(*a):
+        return subprocess.run(['git', '-C', str(tmp_path), '-c', 'user.name=t', '-c', 'user.email=t@t', *a],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    git('init', '-q')
+    git('add', '.')
+    git('commit', '-qm', 'x')
+    head = git('rev-parse', 'HEAD')
+    (tmp_path / 'bench' / 'results' / 'x.json').write_text('{"rows": []}')
+    assert _util._git_commit() == head
+    (tmp_path / 'model.py').write_text('a = 2')
+    assert _util._git_commit() == head + '+dirty'
