@@ -131,6 +131,12 @@ def test_unreadable_image_is_named_not_replaced_by_a_neighbour(tmp_path, eval_di
             hub.evaluate(model, str(bad), 'test', workers=workers)
 
 
+def test_weights_are_as_readable_as_the_other_files(tmp_path, eval_dir):
+    hub.export(str(_checkpoint(tmp_path / 'run' / 'last.pth.tar')), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / 'out').iterdir()}
+    assert modes['model.safetensors'] == modes['config.json'] == modes['README.md'], modes
+
+
 def test_target_folder_is_clean_and_no_partial_folders_are_left(tmp_path, eval_dir, monkeypatch):
     out = tmp_path / 'out'
     hub.export(str(_checkpoint(tmp_path / 'run1' / 'last.pth.tar', summary=True)), str(out), eval_dir=str(eval_dir))

@@ -146,9 +146,10 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     grids = None if grids is None else check_grids(grids)
     out = pathlib.Path(out_dir).resolve()
     _check_out_dir(out)
-    if repo_id:
-        check_repo_id(repo_id)
     model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
+    if repo_id:  # checked before the (long) evaluation
+        check_repo_id(repo_id)
+        model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
     if getattr(model, 'train_depth', None):  # a training recipe (the card's command keeps it), not part of the weights
         model.set_train_depth(None)
     classes, _ = image_folder(eval_dir, eval_split)
@@ -167,12 +168,12 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
         metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
     model.cpu()
     metrics['dataset'], metrics['dataset_name'] = dataset, dataset_name
-    if repo_id:
-        model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
     info['checkpoint_file'] = pathlib.Path(checkpoint).name
     # written and verified beside out_dir after the (long) evaluation, then swapped in whole: a failure leaves it
     with replaced_folder(out) as staging:
         save_for_hf(model, staging, model_config={'label_names': classes}, safe_serialization=True)
+        # safetensors writes its file private (0600); give it the permissions open() gave config.json (the umask's)
+        os.chmod(staging / 'model.safetensors', (staging / 'config.json').stat().st_mode & 0o777)
         name = repo_id.split('/')[-1] if repo_id else info['architecture']
         log = rows is not None  # the run's per-epoch record travels with the weights
         curve = log and importlib.util.find_spec('matplotlib') is not None  # else the card gets no learning curve
