@@ -1,4 +1,5 @@
 """Shared helpers for the benchmarks: interleaved timing and result files."""
+import io
 import json
 import os
 import pathlib
@@ -10,6 +11,8 @@ from typing import Callable, Dict
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+
+from timm_odevit._checks import write_atomic
 
 CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = CHECKOUT / 'bench' / 'results'
@@ -122,9 +125,15 @@ def write_result(name: str, payload: dict) -> pathlib.Path:
     for row in _rows(payload):
         if _READ_BACK.get(id(row)) is not row:
             row['environment'] = env
-    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')  # atomic: an interrupted write keeps the old file
-    tmp.write_text(json.dumps({'environment': env, **payload}, indent=2) + '\n')
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({'environment': env, **payload}, indent=2) + '\n')
+    return path
+
+
+def save_figure(fig, path: pathlib.Path, **savefig_kwargs) -> pathlib.Path:
+    """``fig.savefig`` as PNG, written atomically (an interrupted run keeps the old picture)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', **savefig_kwargs)
+    write_atomic(path, buf.getvalue())
     return path
 
 

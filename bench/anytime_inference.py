@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 import timm_odevit  # noqa: F401
 from timm_odevit.anytime import Confident, Settled, accuracy_at_budgets, best_grid_for_budget, early_exit
 from _data import DEFAULT_ROOT, MEAN, STD, load_split
-from _util import RESULTS, write_result
+from _util import RESULTS, save_figure, write_result
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -93,8 +93,7 @@ def plot(result, path: pathlib.Path) -> pathlib.Path:
     fig.suptitle(f'{result["model"]}: {result["images"]} CIFAR-10 test images; o Settled (patience), '
                  '^ Confident (threshold), * either', fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def main():

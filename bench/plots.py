@@ -3,7 +3,7 @@
     python bench/plots.py
 """
 
-from _util import RESULTS, read_result
+from _util import RESULTS, read_result, save_figure
 
 
 def _figure(ncols: int = 1, figsize=(6, 4)):
@@ -16,8 +16,7 @@ def _figure(ncols: int = 1, figsize=(6, 4)):
 def _save(fig, ax, name):
     ax.grid(alpha=.3)
     fig.tight_layout()
-    fig.savefig(RESULTS / name, dpi=120)
-    return RESULTS / name
+    return save_figure(fig, RESULTS / name, dpi=120)
 
 
 def accuracy_vs_params(result):

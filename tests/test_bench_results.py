@@ -4,6 +4,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / 'bench'))
 import _util  # noqa: E402  (bench/ is a folder of scripts, not a package)
@@ -66,3 +68,19 @@ def test_the_commit_is_dirty_for_changed_code_not_for_the_results_the_benches_wr
     assert _util._git_commit() == head
     (tmp_path / 'model.py').write_text('a = 2')
     assert _util._git_commit() == head + '+dirty'
+
+
+def test_a_figure_whose_drawing_fails_leaves_the_old_picture(tmp_path):
+    matplotlib = pytest.importorskip('matplotlib')
+    matplotlib.use('Agg')
+    from matplotlib.figure import Figure
+    _util.save_figure(Figure(), tmp_path / 'x.png')
+    before = (tmp_path / 'x.png').read_bytes()
+
+    class Broken(Figure):
+        def savefig(self, f, **kwargs):
+            f.write(b'\x89PNG partial')
+            raise RuntimeError('killed mid-draw (simulated)')
+    with pytest.raises(RuntimeError, match='simulated'):
+        _util.save_figure(Broken(), tmp_path / 'x.png')
+    assert (tmp_path / 'x.png').read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ['x.png']
