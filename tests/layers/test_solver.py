@@ -334,6 +334,23 @@ def test_the_adjoint_keeps_memory_constant_in_the_steps_and_hooks_still_fire(met
     torch.testing.assert_close(walked_out, out)
 
 
+def test_global_module_hooks_fire_on_the_intervals_under_the_adjoint_too():
+    """``register_module_forward_hook`` fires on every module call: a stack solved with the adjoint walks its
+    intervals while such a hook is registered, so the hook sees each one, as without the adjoint."""
+    field = _field(dim=8, heads=2, depth_scale=2.)
+    x0 = torch.randn(2, 3, 8, requires_grad=True)
+    for adjoint in (False, True):
+        stack = ContinuousDepthStack(field, SolverConfig(method='euler', steps=4, adjoint=adjoint))
+        seen = []
+        handle = torch.nn.modules.module.register_module_forward_hook(
+            lambda m, args, out: seen.append(m.index) if m in list(stack) else None)
+        try:
+            stack(x0)
+        finally:
+            handle.remove()
+        assert seen == [0, 1, 2, 3], adjoint
+
+
 # ---- failures -----------------------------------------------------------------------------------
 class ExplodingField(nn.Module):
     def forward(self, t, x):

@@ -42,6 +42,14 @@ def _hooked(module: nn.Module) -> bool:
                 or module._backward_pre_hooks)
 
 
+def _any_hooks(stack: nn.Module) -> bool:
+    """Hooks on an interval of ``stack``, or global module hooks (``torch.nn.modules.module.register_module_*``),
+    which fire on every module call and so on the intervals too."""
+    g = torch.nn.modules.module
+    return any(map(_hooked, stack)) or bool(g._global_forward_hooks or g._global_forward_pre_hooks
+                                             or g._global_backward_hooks or g._global_backward_pre_hooks)
+
+
 def _non_finite_parameters(module: Optional[nn.Module], skip: Optional[nn.Module] = None) -> List[str]:
     skipped = {id(p) for p in skip.parameters()} if skip is not None else set()
     names = [n for n, p in (module.named_parameters() if module is not None else ())
@@ -400,9 +408,9 @@ class ContinuousDepthStack(nn.Module):
         if self.training and self.train_depth is not None:
             return self.drawn_states(x)[-1]
         cfg = self.solver
-        if cfg.adjoint and cfg.evals_per_step and torch.is_grad_enabled() and not any(_hooked(m) for m in self):
+        if cfg.adjoint and cfg.evals_per_step and torch.is_grad_enabled() and not _any_hooks(self):
             # one adjoint solve that keeps only X(t_end) for backward: memory O(1) in the steps (walking the
-            # intervals keeps every grid state); the intervals run when hooks on them are to fire
+            # intervals keeps every grid state); the intervals run when hooks on them (or global ones) are to fire
             states, self._stats.nfe = self._advance(x, 0, cfg, end_only=True)
             self._stats.last_interval = None
             return self.checked(x, states[-1])

@@ -63,13 +63,9 @@ def _teacher_times(L: int, mapping: str, distances: Optional[Sequence[float]], t
     return (d / d.sum() if mapping == 'arclength' else torch.softmax(d / temperature, dim=0)).cumsum(0)
 
 
-def align_time_points(
-        num_teacher: int,
-        num_student: int,
-        mapping: str = 'uniform',
-        distances: Optional[Sequence[float]] = None,
-        temperature: float = 30.,
-) -> Tuple[List[int], List[int]]:
+def align_time_points(num_teacher: int, num_student: int, mapping: str = 'uniform',
+                      distances: Optional[Sequence[float]] = None,
+                      temperature: float = 30.) -> Tuple[List[int], List[int]]:
     """(teacher blocks, student time points), 0-based, aligned pairwise, both strictly increasing and ending at
     (L − 1, N − 1): every block when L <= N (:func:`map_teacher_to_student`), else every time point, each taking
     the teacher block nearest its time (ties: the deeper block)."""
