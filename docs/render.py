@@ -239,19 +239,27 @@ def binomial_floor(top1: float, images: int) -> float:
     return 200. * math.sqrt(2. * p * (1. - p) / images)
 
 
+def _compared_arms(ctx: Context, budget: str) -> Dict[str, List[float]]:
+    """The arms of the comparisons read at ``budget``, each the runs of one recipe at one evaluation point."""
+    return {f'{side} of "{what}"': arm(ctx) for _, what, key, a, b, *_ in COMPARISONS if key == budget
+            for side, arm in (('A', a), ('B', b))}
+
+
 def floor(ctx: Context, budget: str, top1: Optional[float] = None) -> Tuple[float, str]:
     """The noise floor N of a budget at top-1 ``top1`` (%; default: the mean of its repeated runs) and where it
-    comes from: the larger of its own largest range over >= 3 runs of one recipe and :func:`binomial_floor` of
-    its own test-set size. Never borrowed from another budget (the rule stated in docs/results.md)."""
+    comes from: the larger of its largest range over >= 3 runs of one recipe at one evaluation point (its repeated
+    runs and every arm compared at it) and :func:`binomial_floor` of its own test-set size. Never borrowed from
+    another budget (the rule stated in docs/results.md)."""
     b = BUDGETS[budget]
     reps = b.repeats(ctx)
-    own = max((spread(v) for v in reps.values() if len(v) >= MIN_SEEDS), default=0.)
+    ranges = [(spread(v), k) for k, v in {**reps, **_compared_arms(ctx, budget)}.items() if len(v) >= MIN_SEEDS]
+    own, name = max(ranges, default=(0., None))
     if top1 is None:
         runs = [x for v in reps.values() for x in v]
         top1 = mean(runs) if runs else 50.
     sampling = binomial_floor(top1, b.images)
     if own >= sampling:
-        return own, f'range of ≥ {MIN_SEEDS} runs of one recipe'
+        return own, f'range of ≥ {MIN_SEEDS} runs of one recipe' + ('' if name in reps else f' ({name})')
     return sampling, f'sampling {b.images:,} images at {top1:.1f} %'
 
 
