@@ -45,7 +45,6 @@ def test_floor_is_the_larger_of_own_range_and_sampling_of_its_own_test_size():
     assert render.floor(narrow, '15k', 90.)[0] == pytest.approx(render.binomial_floor(90., 2000))
 
 
-
 def test_an_arm_compared_at_a_budget_counts_towards_its_floor(monkeypatch):
     """The same runs scored at another point (depth, iterations) are runs of one recipe at that budget too."""
     budget = render.Budget('crafted', 'x', '2,000', lambda c: {'x': [50.0, 50.2, 50.1]})
@@ -55,6 +54,7 @@ def test_an_arm_compared_at_a_budget_counts_towards_its_floor(monkeypatch):
     how = 'range of ≥ 3 runs of one recipe (A of "deep vs shallow")'
     assert render.floor(None, 'crafted', 50.) == (pytest.approx(6.0), how)
     assert render.compare(None, 'crafted', [44.0, 50.0, 48.0], [50.0, 50.2, 50.1])['floor'] == pytest.approx(6.0)
+
 
 def test_verdicts_only_from_three_seeds_per_arm():
     ctx = _Crafted(_rows(x=[50.0, 50.2, 50.1]))
