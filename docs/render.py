@@ -654,10 +654,12 @@ def table_releases(ctx: Context) -> str:
         record = ', '.join(r['record']) or 'none'
         if r['epochs_logged'] is not None:
             record += f' ({r["epochs_logged"]} epochs logged)'
-        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{r["top1"]:.2f} / {r["top5"]:.2f}',
+        images = r['cycles']['test']['images']  # the top-1 with its 95 % binomial interval
+        top1 = f'{r["top1"]:.2f} ± {1.96 * (r["top1"] * (100 - r["top1"]) / images) ** .5:.2f}'
+        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{top1} / {r["top5"]:.2f}',
                      _lineage(r, 'epochs', r['epochs']), r['checkpoint'], _lineage(r, 'wall', r['wall']),
                      f'`{r["config"]}`', record])
-    return md_table(['tag', 'params', 'depth', 'test top-1 / top-5 (%)', 'epochs', 'checkpoint', 'training (2 CPU cores)',
+    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)', 'epochs', 'checkpoint', 'training (2 CPU cores)',
                      'config', 'training record in the folder'], rows)
 
 

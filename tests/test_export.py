@@ -91,6 +91,8 @@ def test_card_states_the_evaluated_split_dataset_images_and_1_based_epoch(tmp_pa
     assert result.dataset_split == 'train' and result.dataset_type == 'cifar10' and metrics['images'] == 10
     assert result.metric_value == round(metrics['top1'], 2)
     assert '(10 train images of CIFAR-10, 10 classes' in card.text
+    p = metrics['top1']  # the top-1 with its 95 % binomial interval
+    assert f"| {p:.2f} ± {1.96 * (p * (100 - p) / 10) ** .5:.2f} / {metrics['top5']:.2f} |" in card.text
     assert 'last.pth.tar, epoch 1 of 3' in card.text and 'epoch 0' not in card.text
 
 

@@ -138,9 +138,10 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
                  ('training wall time',
                   f"{train_time['seconds'] / 3600:.1f} h ({len(train_time['epochs'])} epochs timed)")]
     split, dataset = metrics.get('split', 'test'), metrics.get('dataset_name') or metrics.get('dataset') or '?'
-    rows.append((f"top-1 / top-5 ({metrics['images']:,} {split} images of {dataset}, "
+    top1, n = metrics['top1'], metrics['images']  # with its 95 % binomial interval, 1.96·√(p(100 − p)/n) points
+    rows.append((f"top-1 (95 % interval) / top-5 ({n:,} {split} images of {dataset}, "
                  f"{len(metrics.get('classes') or []) or '?'} classes, measured on these weights)",
-                 f"{metrics['top1']:.2f} / {metrics['top5']:.2f}"))
+                 f"{top1:.2f} ± {1.96 * (top1 * (100 - top1) / n) ** .5:.2f} / {metrics['top5']:.2f}"))
     return rows
 
 

@@ -27,9 +27,7 @@ class CenterNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.scale * (x - x.mean(dim=-1, keepdim=True))
-        if self.weight is not None:
-            x = x * self.weight + self.bias
-        return x
+        return x if self.weight is None else x * self.weight + self.bias
 
     def extra_repr(self) -> str:
         return f'{self.dim}, affine={self.weight is not None}'
