@@ -17,7 +17,7 @@ The teacher is a local-dir release (``--teacher release/<tag>``, a folder with c
 model.safetensors), loaded by timm's ``local-dir:`` as both KD paths do. Each run appends its row, with
 where and how it was measured, to ``results/distillation_study.json``; a finished (arm, seed) is skipped:
 
-    python bench/distillation_study.py --teacher release/teacher_convstem_cifar10_cycle4 --seeds 0 1 2
+    python bench/distillation_study.py --teacher release/teacher_convstem_cifar10_cycle6 --seeds 0 1 2
 """
 import argparse
 import csv
