@@ -15,11 +15,14 @@ images. The arms differ only in the teacher's part:
 
 The teacher is a local-dir release (``--teacher release/<tag>``, a folder with config.json and
 model.safetensors), loaded by timm's ``local-dir:`` as both KD paths do. Each run appends its row, with
-where and how it was measured, to ``results/distillation_study.json``; a finished (arm, seed) is skipped:
+where and how it was measured, to ``results/distillation_study.json``; a finished (arm, seed) is skipped.
+``--jobs N`` trains N runs at once (on a GPU; a row's wall time then includes sharing the machine with up to
+N - 1 other runs, and records ``concurrent_runs``):
 
-    python bench/distillation_study.py --teacher release/teacher_convstem_cifar10_cycle6 --seeds 0 1 2
+    python bench/distillation_study.py --teacher release/teacher_convstem_cifar10_cycle6 --seeds 0 1 2 [--jobs 6]
 """
 import argparse
+import concurrent.futures
 import csv
 import json
 import os
@@ -66,10 +69,11 @@ def held_out_best(run: pathlib.Path) -> dict:
 
 
 def test_top1(run: pathlib.Path, test_dir: str) -> dict:
+    import torch
     from timm_odevit.evaluation import evaluate
     from timm_odevit.hub import model_from_checkpoint
     model = model_from_checkpoint(str(run / 'model_best.pth.tar'))[0]
-    result = evaluate(model, test_dir, 'test')
+    result = evaluate(model, test_dir, 'test', device='cuda' if torch.cuda.is_available() else 'cpu')
     return {'test_top1': result['top1'], 'test_images': result['images']}
 
 
@@ -85,23 +89,35 @@ def main():
     p.add_argument('--test-dir', default=str(ROOT.parent / 'shared' / 'data' / 'cifar10'))
     p.add_argument('--out', default=str(ROOT / 'output' / 'distillation_study'))
     p.add_argument('--name', default='distillation_study', help='results/NAME.json (another name for a smoke run)')
+    p.add_argument('--jobs', type=int, default=1, help='runs trained at once')
     args = p.parse_args()
     teacher_cfg = json.loads((pathlib.Path(args.teacher) / 'config.json').read_text())
     path = RESULTS / f'{args.name}.json'
     runs = read_result(path)['runs'] if path.is_file() else {}
-    for seed in args.seeds:  # seed-major: an interrupted study still has every arm at the seeds done
-        for arm in args.arms:
+    todo = [(arm, seed) for seed in args.seeds for arm in args.arms if seed_key(arm, seed) not in runs]  # seed-major:
+    # an interrupted study still has every arm at the seeds done
+
+    def train(arm: str, seed: int):
+        cmd = train_command(arm, seed, args, pathlib.Path(args.out))
+        print(f'{seed_key(arm, seed)}: {" ".join(cmd)}', flush=True)
+        t0 = time.time()
+        subprocess.run(cmd, check=True, env={**os.environ, 'PYTHONPATH': str(ROOT)})
+        return cmd, round(time.time() - t0, 1)
+
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(train, arm, seed): (arm, seed) for arm, seed in todo}
+        for future in concurrent.futures.as_completed(futures):  # rows are written here, one thread
+            if future.exception():  # a failed run stops the study: the runs not yet started are dropped
+                pool.shutdown(cancel_futures=True)
+                raise future.exception()
+            (arm, seed), (cmd, wall_s) = futures[future], future.result()
             key = seed_key(arm, seed)
-            if key in runs:
-                continue
-            run, cmd = pathlib.Path(args.out) / key, train_command(arm, seed, args, pathlib.Path(args.out))
-            print(f'{key}: {" ".join(cmd)}', flush=True)
-            t0 = time.time()
-            subprocess.run(cmd, check=True, env={**os.environ, 'PYTHONPATH': str(ROOT)})
+            run = pathlib.Path(args.out) / key
             train_s = json.loads((run / 'train_time.json').read_text())['seconds']
             runs[key] = {'arm': arm, 'seed': seed, 'epochs': args.epochs, 'lr': args.lr, 'train_s': train_s,
-                         'wall_s': round(time.time() - t0, 1), **held_out_best(run), **test_top1(run, args.test_dir),
-                         'run_command': ' '.join(cmd[1:]), 'config': str(CONFIG.relative_to(ROOT))}
+                         'wall_s': wall_s, 'concurrent_runs': args.jobs, **held_out_best(run),
+                         **test_top1(run, args.test_dir), 'run_command': ' '.join(cmd[1:]),
+                         'config': str(CONFIG.relative_to(ROOT))}
             write_result(args.name, {
                 'benchmark': 'distillation_study', 'teacher': args.teacher, 'teacher_model': teacher_cfg.get('architecture'),
                 'budget': f'odevit_tiny_cifar from scratch, {args.epochs} epochs of 45,000 images (release recipe, lr '
