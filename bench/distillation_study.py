@@ -101,7 +101,8 @@ def main():
         cmd = train_command(arm, seed, args, pathlib.Path(args.out))
         print(f'{seed_key(arm, seed)}: {" ".join(cmd)}', flush=True)
         t0 = time.time()
-        subprocess.run(cmd, check=True, env={**os.environ, 'PYTHONPATH': str(ROOT)})
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get('PYTHONPATH')]))  # this checkout's package first
+        subprocess.run(cmd, check=True, env={**os.environ, 'PYTHONPATH': path})
         return cmd, round(time.time() - t0, 1)
 
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
