@@ -105,12 +105,10 @@ def main():
         subprocess.run(cmd, check=True, env={**os.environ, 'PYTHONPATH': path})
         return cmd, round(time.time() - t0, 1)
 
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(train, arm, seed): (arm, seed) for arm, seed in todo}
+    pool = concurrent.futures.ThreadPoolExecutor(args.jobs)
+    futures = {pool.submit(train, arm, seed): (arm, seed) for arm, seed in todo}
+    try:
         for future in concurrent.futures.as_completed(futures):  # rows are written here, one thread
-            if future.exception():  # a failed run stops the study: the runs not yet started are dropped
-                pool.shutdown(cancel_futures=True)
-                raise future.exception()
             (arm, seed), (cmd, wall_s) = futures[future], future.result()
             key = seed_key(arm, seed)
             run = pathlib.Path(args.out) / key
@@ -125,6 +123,8 @@ def main():
                           f'{args.lr}), selected on 5,000 held-out images, scored on 10,000 test images',
                 'runs': runs})
             print(f'{key}: {runs[key]}', flush=True)
+    finally:  # any error (a run, its scoring) stops the study: the runs not yet started are dropped
+        pool.shutdown(cancel_futures=True)
 
 
 if __name__ == '__main__':
