@@ -376,7 +376,7 @@ COMPARISONS = [
     ('layernorm_vs_centernorm_10k', 'LayerNorm field vs CenterNorm field', '10k',
      lambda c: stab(c, 'layernorm_field'), lambda c: stab(c, 'centernorm_field'),
      'python bench/odevit_stability.py --seed N'),
-    ('final_norm_10k', 'CenterNorm field with a final LayerNorm † vs without', '10k',
+    ('final_norm_10k', 'CenterNorm field with a final LayerNorm (`final_norm=True`) vs without', '10k',
      lambda c: stab(c, 'centernorm_field_final_norm'), lambda c: stab(c, 'centernorm_field'),
      'python bench/odevit_stability.py --variants centernorm_field_final_norm'),
     ('odevit_vs_anchor_10k', 'CenterNorm field vs the discrete ViT of bViT\'s parameters', '10k',
