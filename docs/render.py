@@ -11,7 +11,8 @@ Template syntax (see docs/templates/README.md for how to add a section):
     {{ FILE:PATH }}           a value in bench/results/FILE.json; PATH is dot-separated keys or list
     {{ FILE:PATH|FMT }}       indices (keys may contain '@'); FMT a Python format spec (default: as is)
     {{ =NAME }}               a derived value (a difference, a mean, a verdict): VALUES[NAME](ctx)
-    {{ =NAME|FMT }}           (comparison values: =ID.delta / .floor / .verdict / .a / .b / .summary, ID in COMPARISONS)
+    {{ =NAME|FMT }}           (comparison values: =ID.delta / .floor / .verdict / .a / .b / .summary / .result, ID in
+                              COMPARISONS; .result is "Δ = ..., verdict" or "not yet measured" while an arm has no run)
     {{ =runtime.SCRIPT }}     the median wall time per run recorded in bench/results/SCRIPT.json
     {# ... #}                 a comment, dropped (may span lines)
 
@@ -210,6 +211,11 @@ BUDGETS = {b.key: b for b in [
            '2,000 (held out)', lambda ctx: _heldout_horizon_repeats(ctx)),
     Budget('heldout-3k', '3k images, 3 epochs, scored on held-out training images (`anytime_training`)',
            '1,000 (held out)', lambda ctx: _heldout_anytime_repeats(ctx)),
+    Budget('45k-distill', '45k images, 2 epochs, timm train.py (`distillation_study`)', '10,000',
+           lambda ctx: {arm: distill(ctx, arm) for arm in DISTILL_ARMS}),
+    Budget('heldout-45k-distill', '45k images, 2 epochs, timm train.py, scored on the held-out training images '
+           '(`distillation_study`)', '5,000 (held out)',
+           lambda ctx: {arm: distill(ctx, arm, 'held_out') for arm in DISTILL_ARMS}),
     Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)', '2,500 (validation)',
            _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1')),
 ]}
@@ -334,6 +340,26 @@ def grid(ctx: Context, name: str, method: str, steps: int) -> List[float]:
     return out
 
 
+DISTILL_ARMS = {  # distillation_study's arms (bench/distillation_study.py ARMS): the teacher's part in each
+    'scratch': 'none (from scratch)',
+    'traj_uniform': 'trajectory distillation, the paper\'s loss, uniform time mapping',
+    'traj_arclength': 'the same, arc-length time mapping',
+    'traj_softmax': 'the same, the reference\'s softmax time mapping',
+    'traj_no_attention': 'trajectory, uniform mapping, without the attention-mass term',
+    'logit_kd': 'timm\'s logit KD (`--kd-distill-type logit`)',
+}
+DISTILL_STUDY_CMD = 'python bench/distillation_study.py --teacher release/teacher_convstem_cifar10_cycle6 --seeds 0 1 2'
+
+
+def distill(ctx: Context, arm: str, split: str = 'test') -> List[float]:
+    """distillation_study: top-1 per seed (seed order) of one arm, on the test images or (``split='held_out'``) on
+    the held-out training images train.py selected its epoch on."""
+    runs = (optional_json(ctx, 'distillation_study') or {}).get('runs', {}).values()
+    return [v for _, v in sorted((r['seed'], r[f'{split}_top1']) for r in runs if r['arm'] == arm)]
+
+
+DISTILL_PAIRS = [('traj_uniform', 'scratch'), ('traj_arclength', 'scratch'), ('traj_softmax', 'scratch'),
+                 ('traj_uniform', 'traj_no_attention'), ('logit_kd', 'scratch'), ('traj_uniform', 'logit_kd')]  # (A, B) compared
 ANYTIME_ARMS = {'fixed': 'fixed S (today\'s training)', 'random': 'random depth per update, S − w … S + w',
                 'incremental': 'coarse to fine: S − w, then S + w', 'deep_supervision': 'fixed S, deep supervision at T/4 … T'}
 
@@ -476,6 +502,8 @@ COMPARISONS = [
        lambda c, at=at: anytime_arm(c, 'bvit_tiny_cifar', 'fixed', at),
        f'python bench/anytime_training.py --model bvit_tiny_cifar --arms fixed {arm} --grids 2 3 4 6 8 12 16 24 48')
       for arm in ('random', 'incremental', 'deep_supervision') for at in (3, 12, 48)],
+    *[(f'distill_{a}_vs_{b}', f'`odevit_tiny_cifar` with the convstem teacher: {a} vs {b}', '45k-distill',
+       lambda c, a=a: distill(c, a), lambda c, b=b: distill(c, b), DISTILL_STUDY_CMD) for a, b in DISTILL_PAIRS],
     # held-out re-checks of the release choices first made on test images (issue 45): the same runs, scored on
     # training images they never trained on
     ('ho_ds_at_T', 'bViT: deep supervision vs plain, at T (held out)', 'heldout-8k',
@@ -505,6 +533,10 @@ COMPARISONS = [
        'heldout-3k', lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'incremental', at, 'holdout'),
        lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'random', at, 'holdout'),
        'python bench/anytime_training.py --arms fixed random incremental --seeds 0 1 2') for at in (3, 6, 24)],
+    # issue 44's choice of the release cycles' arm, made on the held-out images
+    *[(f'ho_distill_{a}_vs_{b}', f'`odevit_tiny_cifar` with the convstem teacher: {a} vs {b} (held out)',
+       'heldout-45k-distill', lambda c, a=a: distill(c, a, 'held_out'), lambda c, b=b: distill(c, b, 'held_out'),
+       DISTILL_STUDY_CMD) for a, b in DISTILL_PAIRS],
 ]
 COMPARISON = {c[0]: c for c in COMPARISONS}
 HELDOUT_CHECKS = [c[0] for c in COMPARISONS if c[0].startswith('ho_')]
@@ -512,7 +544,8 @@ HELDOUT_CHECKS = [c[0] for c in COMPARISONS if c[0].startswith('ho_')]
 # The papers' claims: (claim, paper, comparison id, claimed sign of A − B: +1 / -1, 0 for "no difference", or 'any'
 # for "A differs from B" in either direction)
 CLAIMS = [
-    ('Trajectory distillation from a discrete teacher beats training from scratch', 'ODE-ViT', 'distill_small', +1),
+    ('Trajectory distillation from a discrete teacher beats training from scratch', 'ODE-ViT',
+     'distill_traj_uniform_vs_scratch', +1),
     ('ODE-ViT is competitive with a discrete ViT of its parameters', 'ODE-ViT', 'odevit_vs_vit_odevit_params', +1),
     ('The number of steps can change at inference (robust to the grid): here trained at 6 Euler steps, evaluated at 24',
      'ODE-ViT', 'grid_euler24', 0),
@@ -984,6 +1017,46 @@ def table_distillation_small(ctx: Context) -> str:
                      for k, v in arms.items()])
 
 
+def _distill_times(ctx: Context) -> Dict[str, Dict[str, List[float]]]:
+    """distillation_study: train.py's seconds per run, by arm and by the machine the run recorded."""
+    out: Dict[str, Dict[str, List[float]]] = {}
+    for r in (optional_json(ctx, 'distillation_study') or {}).get('runs', {}).values():
+        out.setdefault(r['arm'], {}).setdefault(r['environment']['machine'], []).append(r['train_s'])
+    return out
+
+
+def table_distillation_study(ctx: Context) -> str:
+    times, rows = _distill_times(ctx), []
+    for arm, what in DISTILL_ARMS.items():
+        ho, test = distill(ctx, arm, 'held_out'), distill(ctx, arm)
+        by_machine = times.get(arm, {})
+        cost = '; '.join(
+            f'{statistics.median(v):,.0f} s' + (f' ({statistics.median(v) / statistics.median(times["scratch"][m]):.2f}× '
+                                                'scratch)' if arm != 'scratch' and m in times.get('scratch', {}) else '')
+            + f' on {m}' for m, v in sorted(by_machine.items()))
+        rows.append([f'`{arm}`', what, len(test), fmt_arm(ho) if ho else '–', fmt_arm(test) if test else '–', cost or '–'])
+    return md_table(['arm', "the teacher's part", 'runs', 'held-out top-1 (%), the selection', 'test top-1 (%)',
+                     'train.py time per run (median)'], rows)
+
+
+def _distill_choice(ctx: Context) -> str:
+    """Issue 44's rule for the release cycles' arm, read on the held-out images: a trajectory arm that beats both
+    scratch and logit KD beyond the held-out floor, else the best arm on held-out."""
+    ho = {arm: distill(ctx, arm, 'held_out') for arm in DISTILL_ARMS}
+    short = [arm for arm, v in ho.items() if len(v) < MIN_SEEDS]
+    if short:
+        return f'not yet made: {", ".join(f"`{a}`" for a in short)} {"has" if len(short) == 1 else "have"} fewer ' \
+               f'than {MIN_SEEDS} runs'
+    traj = max((a for a in ho if a.startswith('traj_')), key=lambda a: mean(ho[a]))
+    beats = [compare(ctx, 'heldout-45k-distill', ho[traj], ho[b]) for b in ('scratch', 'logit_kd')]
+    if all(c['finding'] and c['delta'] > 0 for c in beats):
+        return f'trajectory distillation wins: `{traj}`, the best trajectory arm on held-out, beats `scratch` and ' \
+               f'`logit_kd` beyond the held-out floor ({beats[0]["floor"]:.2f})'
+    best = max(ho, key=lambda a: mean(ho[a]))
+    return f'trajectory distillation does not win (its best arm, `{traj}`, does not beat both `scratch` and ' \
+           f'`logit_kd` beyond the held-out floor, {beats[0]["floor"]:.2f}); the best arm on held-out is `{best}`'
+
+
 def table_bvit_field_solver(ctx: Context) -> str:
     return md_table(['seed', 'field', 'solver', 'steps', 'block evals', 'test top-1, trained grid', 'euler 24', 'rk4 12'],
                     [[r.get('seed', 0), r['field'], r['method'], r['steps'], r['block_evals'], f'{r["test_top1"]:.2f}',
@@ -1079,8 +1152,18 @@ def trained_on(ctx: Context, script: str) -> str:
     if not machines:
         return 'machine not recorded'
     gpu = any('NVIDIA' in m or 'GPU' in m for m in machines)
+    rows = _rows(ctx.json(script))
+    if gpu and rows and all('concurrent_runs' in r for r in rows):  # the rows say how many runs shared the machine
+        shared = sorted({r['concurrent_runs'] for r in rows})
+        return f'trained on {" / ".join(machines)}, {" or ".join(map(str, shared))} run(s) at a time (`concurrent_runs`)'
     return (f'trained on {" / ".join(machines)}' + ('; data and augmentation on the CPU, the train times beside other '
                                                     'studies on that GPU: no cost measure' if gpu else ''))
+
+
+def _rows(d: dict) -> List[dict]:
+    """A result file's rows (its ``runs``, ``rows`` or ``results``, a dict by key or a list)."""
+    t = next((d[k] for k in ('runs', 'rows', 'results') if isinstance(d.get(k), (dict, list))), [])
+    return [r for r in (t.values() if isinstance(t, dict) else t) if isinstance(r, dict)]
 
 
 def _machines(ctx: Context, script: str) -> List[str]:
@@ -1119,6 +1202,7 @@ TABLES: Dict[str, Callable[[Context], str]] = {
     'stability': table_stability,
     'ablation': table_ablation,
     'distillation_small': table_distillation_small,
+    'distillation_study': table_distillation_study,
     'bvit_field_solver': table_bvit_field_solver,
     'deep_supervision': table_deep_supervision,
     'recipe_study': table_recipe_study,
@@ -1144,7 +1228,8 @@ def _cmp_value(cid: str, field: str) -> Callable[[Context], object]:
             return 'not yet measured (no run in the JSON)'
         return {'delta': c['delta'], 'floor': c['floor'], 'verdict': verdict_text(c), 'a': fmt_arm(c['a']),
                 'b': fmt_arm(c['b']), 'abs_delta': abs(c['delta']),
-                'summary': f'{fmt_arm(c["a"])} vs {fmt_arm(c["b"])}: Δ = {c["delta"]:+.2f}, {verdict_text(c)}'}[field]
+                'summary': f'{fmt_arm(c["a"])} vs {fmt_arm(c["b"])}: Δ = {c["delta"]:+.2f}, {verdict_text(c)}',
+                'result': f'Δ = {c["delta"]:+.2f}, {verdict_text(c)}'}[field]
     return value
 
 
@@ -1307,6 +1392,8 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'release_3_steps_loss.odevit_tiny_cifar.c10': lambda c: _release_depth_loss(c, 'odevit_tiny_cifar.c10'),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
+    'distill_choice': _distill_choice,
+    'distill_study_cmd': lambda c: DISTILL_STUDY_CMD,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),
     'authors_odevit': lambda c: _authors(_bibtex('arXiv:2511.16501')),
     'acc_budget': lambda c: c.lookup('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget'),
@@ -1334,7 +1421,7 @@ for _model in ('odevit_tiny_cifar', 'bvit_tiny_cifar'):
     VALUES[f'anytime_budget.{_model}'] = lambda c, m=_model: _anytime_budget(c, m)
 VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', four_t(c)))
 for _cid in COMPARISON:
-    for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary'):
+    for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary', 'result'):
         VALUES[f'{_cid}.{_field}'] = _cmp_value(_cid, _field)
 for _tag in ('odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10'):
     for _key in ('top1', 'top5', 'params', 'epochs', 'wall', 'config', 'checkpoint'):

@@ -118,3 +118,33 @@ def test_grid_studies_render_from_their_rows_and_say_when_not_run(tmp_path):
     # the studies' own repeats join the budget's floor
     assert 'step_robustness trained at 6' in render.BUDGETS['3k-head'].repeats(ctx)
     assert '| random depth per update' in render.table_anytime_training(ctx, 'odevit_tiny_cifar')
+
+
+def test_distillation_study_renders_its_arms_and_chooses_on_held_out(tmp_path):
+    import json
+    empty = render.Context(results=tmp_path)
+    assert render.distill(empty, 'scratch') == [] and render.run_comparison(empty, 'distill_traj_uniform_vs_scratch') is None
+    assert render._distill_choice(empty).startswith('not yet made')
+
+    def study(held_out):  # arm -> held-out top-1 per seed; test top-1 = held-out - 1
+        runs = {f'{arm}@seed{s}': {'arm': arm, 'seed': s, 'held_out_top1': v, 'test_top1': v - 1, 'train_s': 100. + s,
+                                   'environment': {'machine': 'cpu'}}
+                for arm, vs in held_out.items() for s, v in enumerate(vs)}
+        (tmp_path / 'distillation_study.json').write_text(json.dumps({'runs': runs}))
+        return render.Context(results=tmp_path)
+
+    flat = {arm: [50.0, 50.5, 51.0] for arm in render.DISTILL_ARMS}
+    ctx = study({**flat, 'traj_softmax': [60.0, 60.5, 61.0]})
+    assert render.distill(ctx, 'traj_softmax', 'held_out') == [60.0, 60.5, 61.0] and render.distill(ctx, 'scratch')[0] == 49.0
+    assert render._distill_choice(ctx).startswith('trajectory distillation wins: `traj_softmax`')
+    # beating scratch is not enough: logit KD is as good
+    ctx = study({**flat, 'traj_softmax': [60.0, 60.5, 61.0], 'logit_kd': [60.0, 60.2, 60.4]})
+    assert render._distill_choice(ctx).endswith('the best arm on held-out is `traj_softmax`')
+    # within the held-out floor (2.00 at 5,000 images): no win; the best arm by mean is named
+    ctx = study({**flat, 'traj_uniform': [51.5, 52.0, 52.5]})
+    assert 'does not win' in render._distill_choice(ctx) and render._distill_choice(ctx).endswith('`traj_uniform`')
+    table = render.table_distillation_study(ctx)
+    assert '| `traj_uniform` |' in table and '101 s (1.00× scratch) on cpu' in table
+    c = render.run_comparison(ctx, 'distill_traj_uniform_vs_scratch')
+    assert c['delta'] == pytest.approx(1.5) and not c['preliminary'] and c['budget'] == '45k-distill'
+    assert render.BUDGETS['heldout-45k-distill'].images == 5000
