@@ -119,8 +119,8 @@ def main():
                          'config': str(CONFIG.relative_to(ROOT))}
             write_result(args.name, {
                 'benchmark': 'distillation_study', 'teacher': args.teacher, 'teacher_model': teacher_cfg.get('architecture'),
-                'budget': f'odevit_tiny_cifar from scratch, {args.epochs} epochs of 45,000 images (release recipe, lr '
-                          f'{args.lr}), selected on 5,000 held-out images, scored on 10,000 test images',
+                'budget': f'{args.epochs} epochs of 45,000 images (release cycle recipe, lr {args.lr}), selected on '
+                          '5,000 held-out images, scored on 10,000 test images',
                 'runs': runs})
             print(f'{key}: {runs[key]}', flush=True)
     finally:  # any error (a run, its scoring) stops the study: the runs not yet started are dropped

@@ -128,12 +128,9 @@ def _parity_stability_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
 
 
 def _repeats_10k(ctx: Context) -> Dict[str, List[float]]:
-    arms = _parity_stability_arms(ctx)
-    out = {k: list(v.values()) for k, v in arms.items()}
-    # the paper's default run by two scripts with the same recipe and seeds: one recipe, four runs
-    out['paper default: odevit_parity ours + odevit_stability centernorm_field'] = (
-        list(arms.get('odevit_parity ours', {}).values()) + list(arms.get('odevit_stability centernorm_field', {}).values()))
-    return out
+    # odevit_parity's "ours" and odevit_stability's centernorm_field are not pooled: parity's rows predate issue 25
+    # (the spectral-norm head), stability's were re-run with timm's classifier init
+    return {k: list(v.values()) for k, v in _parity_stability_arms(ctx).items()}
 
 
 def _distill_small_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
@@ -1118,12 +1115,14 @@ def table_memory(ctx: Context) -> str:
 
 
 def _walk_seconds(o, keys=('train_s', 'wall_s', 'train_seconds')) -> List[float]:
+    """Every run's seconds in a result file: the first of ``keys`` a row holds (one time per run, never two)."""
     out = []
     if isinstance(o, dict):
+        own = next((o[k] for k in keys if isinstance(o.get(k), (int, float))), None)
+        if own is not None:
+            out.append(float(own))
         for k, v in o.items():
-            if k in keys and isinstance(v, (int, float)):
-                out.append(float(v))
-            else:
+            if k not in keys:
                 out += _walk_seconds(v, keys)
     elif isinstance(o, list):
         for v in o:
@@ -1164,6 +1163,21 @@ def _rows(d: dict) -> List[dict]:
     """A result file's rows (its ``runs``, ``rows`` or ``results``, a dict by key or a list)."""
     t = next((d[k] for k in ('runs', 'rows', 'results') if isinstance(d.get(k), (dict, list))), [])
     return [r for r in (t.values() if isinstance(t, dict) else t) if isinstance(r, dict)]
+
+
+def _where_measured(ctx: Context) -> str:
+    """The machines every result file's rows name: the CPU models, and the studies measured on a GPU."""
+    names = sorted(f.stem for f in ctx.results.glob('*.json'))
+    per = {n: _machines(ctx, n) for n in names}
+    cpus = sorted({m.split(',')[0] for ms in per.values() for m in ms if 'NVIDIA' not in m and 'GPU' not in m})
+    gpus = sorted({m for ms in per.values() for m in ms if 'NVIDIA' in m or 'GPU' in m})
+    on_gpu = [n for n, ms in per.items() if any(m in gpus for m in ms)]
+    cores = sorted({c for ms in per.values() for m in ms for c in re.findall(r'(\d+) CPU cores', m)}, key=int)
+    text = f'{"- or ".join(cores)}-core CPUs ({" / ".join(cpus)})' if cpus else 'CPUs'
+    if on_gpu:
+        text += f', except the rows of {len(on_gpu)} studies measured on {" / ".join(gpus)}: ' + \
+            ', '.join(f'`{n}`' for n in on_gpu)
+    return text
 
 
 def _machines(ctx: Context, script: str) -> List[str]:
@@ -1394,6 +1408,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'claims_summary': _claims_summary,
     'distill_choice': _distill_choice,
     'distill_study_cmd': lambda c: DISTILL_STUDY_CMD,
+    'where_measured': _where_measured,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),
     'authors_odevit': lambda c: _authors(_bibtex('arXiv:2511.16501')),
     'acc_budget': lambda c: c.lookup('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget'),

@@ -362,6 +362,9 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
     notes = ''.join(f"\n- Cycle {c['cycle']}: {c['note']}" for c in record['cycles'] if c.get('note'))
     notes += ''.join(f"\n- Cycle {c['cycle']}: {anytime_note(c['criterion'])}" for c in record['cycles']
                      if c.get('criterion', {}).get('name') == 'anytime')
+    anytime = [str(c['cycle']) for c in record['cycles'] if c.get('criterion', {}).get('name') == 'anytime']
+    anytime = (f" Cycle{'s' if len(anytime) > 1 else ''} {', '.join(anytime)} {'were' if len(anytime) > 1 else 'was'} "
+               'decided on the anytime criterion instead (the notes below the table).' if anytime else '')
     return f'''
 ## Training cycles
 
@@ -369,7 +372,7 @@ Cycle 0 trained from scratch; every later cycle started from the weights release
 fresh optimizer, short warm-up, cosine to zero) and replaced them only when its best held-out validation top-1 (best
 epoch of the cycle) beat theirs by more than the measurement noise on the held-out images: one binomial standard
 error for the cycles released before commit 82ddcd6 (2026-12-04), √(2 ln k) of them (at least one) since, for the
-best of k epochs (an allowance for that pick; neither is the seed-to-seed spread of a recipe). The same held-out images decided all
+best of k epochs (an allowance for that pick; neither is the seed-to-seed spread of a recipe).{anytime} The same held-out images decided all
 {len(record['cycles']) - 1} later cycles. Test top-1 is given with its 95 % binomial interval. The details above
 describe the last cycle. [{RECORD}]({RECORD}) holds this table,
 [{SUMMARY}]({SUMMARY}) every epoch of every cycle (column `cycle`; epochs restart at 0 in each cycle) and the
