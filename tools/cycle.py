@@ -362,9 +362,9 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
     notes = ''.join(f"\n- Cycle {c['cycle']}: {c['note']}" for c in record['cycles'] if c.get('note'))
     notes += ''.join(f"\n- Cycle {c['cycle']}: {anytime_note(c['criterion'])}" for c in record['cycles']
                      if c.get('criterion', {}).get('name') == 'anytime')
-    anytime = [str(c['cycle']) for c in record['cycles'] if c.get('criterion', {}).get('name') == 'anytime']
-    anytime = (f" Cycle{'s' if len(anytime) > 1 else ''} {', '.join(anytime)} {'were' if len(anytime) > 1 else 'was'} "
-               'decided on the anytime criterion instead (the notes below the table).' if anytime else '')
+    decided = [str(c['cycle']) for c in record['cycles'] if c.get('criterion', {}).get('name') == 'anytime']
+    listed = f"s {', '.join(decided[:-1])} and {decided[-1]} were" if len(decided) > 1 else f" {''.join(decided)} was"
+    anytime = f' Cycle{listed} decided on the anytime criterion instead (the notes below the table).' if decided else ''
     return f'''
 ## Training cycles
 

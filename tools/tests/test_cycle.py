@@ -522,6 +522,13 @@ def test_card_section_states_each_cycles_note():
     assert '- Cycle 0: 5 epochs, then --resume for 2 more on a 7-epoch cosine tail' in section
     assert 'Cycle 1:' not in section  # no note, no line
     assert 'Notes:' not in cycle.card_section({'total_seconds': 60.0, 'cycles': [dict(base, cycle=0, test_top1_before=None)]})
+    assert 'anytime criterion' not in section
+    anytime = {'name': 'anytime', 'val_top1_at_depth': {'3': 30.0, '6': 40.0}, 'mean_before': 34.0, 'mean': 35.0,
+               'required_mean_gain': 0.5, 'own_grid_gain': 0.2, 'own_grid_allowed_loss': 1.0, 'images': 100}
+    cycles = [dict(base, cycle=0, test_top1_before=None)] + [dict(base, cycle=i, test_top1_before=39.0, criterion=anytime)
+                                                             for i in (1, 2, 3)]
+    assert 'Cycle 3 was decided on the anytime criterion' in cycle.card_section({'total_seconds': 60., 'cycles': cycles[:1] + cycles[3:]})
+    assert 'Cycles 1, 2 and 3 were decided on the anytime criterion' in cycle.card_section({'total_seconds': 60., 'cycles': cycles})
 
 
 # ---- the anytime criterion (--select-grids) -----------------------------------------------------------------
