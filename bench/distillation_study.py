@@ -16,14 +16,15 @@ images. The arms differ only in the teacher's part:
 The teacher is a local-dir release (``--teacher release/<tag>``, a folder with config.json and
 model.safetensors), loaded by timm's ``local-dir:`` as both KD paths do. Each run appends its row, with
 where and how it was measured, to ``results/distillation_study.json``; a finished (arm, seed) is skipped.
-``--jobs N`` trains N runs at once (on a GPU; a row's wall time then includes sharing the machine with up to
-N - 1 other runs, and records ``concurrent_runs``). On an H200 with 16 CPU cores, 6 at once trained all 18 runs in
-about 6 minutes (each ~90-105 s); one at a time takes ~66-77 s per run (2026-12-04):
+``--jobs N`` trains and scores N runs at once (for a GPU, where a few at once raise the throughput); a row's
+``concurrent_runs`` is the most trainings that ran at once during its own, so its times compare only with rows of the
+same count. A failed run stops the study: the runs not yet started are dropped, those running are still recorded.
 
     python bench/distillation_study.py --teacher release/teacher_convstem_cifar10_cycle6 --seeds 0 1 2 [--jobs 6]
 """
 import argparse
 import concurrent.futures
+import threading
 import csv
 import json
 import os
@@ -98,35 +99,50 @@ def main():
     todo = [(arm, seed) for seed in args.seeds for arm in args.arms if seed_key(arm, seed) not in runs]  # seed-major:
     # an interrupted study still has every arm at the seeds done
 
-    def train(arm: str, seed: int):
-        cmd = train_command(arm, seed, args, pathlib.Path(args.out))
-        print(f'{seed_key(arm, seed)}: {" ".join(cmd)}', flush=True)
+    running, peak, lock = set(), {}, threading.Lock()
+
+    def run_one(arm: str, seed: int) -> dict:
+        """Train, then score, in one worker (with --jobs 1 nothing else runs beside a training): the run's row."""
+        key, cmd = seed_key(arm, seed), train_command(arm, seed, args, pathlib.Path(args.out))
+        print(f'{key}: {" ".join(cmd)}', flush=True)
+        with lock:
+            running.add(key)
+            for k in running:
+                peak[k] = max(peak.get(k, 0), len(running))
         t0 = time.time()
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get('PYTHONPATH')]))  # this checkout's package first
-        subprocess.run(cmd, check=True, env={**os.environ, 'PYTHONPATH': path})
-        return cmd, round(time.time() - t0, 1)
+        pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get('PYTHONPATH')]))  # the checkout's first
+        try:
+            subprocess.run(cmd, check=True, env={**os.environ, 'PYTHONPATH': pythonpath})
+        finally:
+            with lock:
+                running.discard(key)
+        wall_s, run = round(time.time() - t0, 1), pathlib.Path(args.out) / key
+        return {'arm': arm, 'seed': seed, 'epochs': args.epochs, 'lr': args.lr,
+                'train_s': json.loads((run / 'train_time.json').read_text())['seconds'], 'wall_s': wall_s,
+                'concurrent_runs': peak[key], **held_out_best(run), **test_top1(run, args.test_dir),
+                'run_command': ' '.join(cmd[1:]), 'config': str(CONFIG.relative_to(ROOT))}
 
-    pool = concurrent.futures.ThreadPoolExecutor(args.jobs)
-    futures = {pool.submit(train, arm, seed): (arm, seed) for arm, seed in todo}
-    try:
-        for future in concurrent.futures.as_completed(futures):  # rows are written here, one thread
-            (arm, seed), (cmd, wall_s) = futures[future], future.result()
-            key = seed_key(arm, seed)
-            run = pathlib.Path(args.out) / key
-            train_s = json.loads((run / 'train_time.json').read_text())['seconds']
-            runs[key] = {'arm': arm, 'seed': seed, 'epochs': args.epochs, 'lr': args.lr, 'train_s': train_s,
-                         'wall_s': wall_s, 'concurrent_runs': args.jobs, **held_out_best(run),
-                         **test_top1(run, args.test_dir), 'run_command': ' '.join(cmd[1:]),
-                         'config': str(CONFIG.relative_to(ROOT))}
-            write_result(args.name, {
-                'benchmark': 'distillation_study', 'teacher': args.teacher, 'teacher_model': teacher_cfg.get('architecture'),
-                'budget': f'{args.epochs} epochs of 45,000 images (release cycle recipe, lr {args.lr}), selected on '
-                          '5,000 held-out images, scored on 10,000 test images',
-                'runs': runs})
-            print(f'{key}: {runs[key]}', flush=True)
-    finally:  # any error (a run, its scoring) stops the study: the runs not yet started are dropped
-        pool.shutdown(cancel_futures=True)
-
+    pool, error = concurrent.futures.ThreadPoolExecutor(args.jobs), None
+    futures = {pool.submit(run_one, arm, seed): seed_key(arm, seed) for arm, seed in todo}
+    for future in concurrent.futures.as_completed(futures):  # rows are written here, in one thread
+        if future.cancelled():
+            continue
+        if future.exception() is not None:
+            if error is None:  # stop: drop the runs not yet started; those running are recorded when they end
+                error = future.exception()
+                for f in futures:
+                    f.cancel()
+            continue
+        runs[futures[future]] = future.result()
+        write_result(args.name, {
+            'benchmark': 'distillation_study', 'teacher': args.teacher, 'teacher_model': teacher_cfg.get('architecture'),
+            'budget': f'{args.epochs} epochs of 45,000 images (release cycle recipe, lr {args.lr}), selected on '
+                      '5,000 held-out images, scored on 10,000 test images',
+            'runs': runs})
+        print(f'{futures[future]}: {runs[futures[future]]}', flush=True)
+    pool.shutdown()
+    if error is not None:
+        raise error
 
 if __name__ == '__main__':
     main()

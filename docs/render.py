@@ -13,7 +13,7 @@ Template syntax (see docs/templates/README.md for how to add a section):
     {{ =NAME }}               a derived value (a difference, a mean, a verdict): VALUES[NAME](ctx)
     {{ =NAME|FMT }}           (comparison values: =ID.delta / .floor / .verdict / .a / .b / .summary / .result, ID in
                               COMPARISONS; .result is "Δ = ..., verdict" or "not yet measured" while an arm has no run)
-    {{ =runtime.SCRIPT }}     the median wall time per run recorded in bench/results/SCRIPT.json
+    {{ =runtime.SCRIPT }}     the median time per run recorded in bench/results/SCRIPT.json (train.py's when recorded)
     {# ... #}                 a comment, dropped (may span lines)
 
     python docs/render.py            # writes README.md, docs/results.md and bench/README.md
@@ -1015,10 +1015,12 @@ def table_distillation_small(ctx: Context) -> str:
 
 
 def _distill_times(ctx: Context) -> Dict[str, Dict[str, List[float]]]:
-    """distillation_study: train.py's seconds per run, by arm and by the machine the run recorded."""
+    """distillation_study: train.py's seconds per run, by arm and by where it ran (the machine, and how many trainings
+    ran at once): times compare only within one such condition."""
     out: Dict[str, Dict[str, List[float]]] = {}
     for r in (optional_json(ctx, 'distillation_study') or {}).get('runs', {}).values():
-        out.setdefault(r['arm'], {}).setdefault(r['environment']['machine'], []).append(r['train_s'])
+        where = f"{r['environment']['machine']}, {r.get('concurrent_runs', '?')} at a time"
+        out.setdefault(r['arm'], {}).setdefault(where, []).append(r['train_s'])
     return out
 
 
@@ -1026,14 +1028,14 @@ def table_distillation_study(ctx: Context) -> str:
     times, rows = _distill_times(ctx), []
     for arm, what in DISTILL_ARMS.items():
         ho, test = distill(ctx, arm, 'held_out'), distill(ctx, arm)
-        by_machine = times.get(arm, {})
+        by_where = times.get(arm, {})
         cost = '; '.join(
-            f'{statistics.median(v):,.0f} s' + (f' ({statistics.median(v) / statistics.median(times["scratch"][m]):.2f}× '
-                                                'scratch)' if arm != 'scratch' and m in times.get('scratch', {}) else '')
-            + f' on {m}' for m, v in sorted(by_machine.items()))
+            f'{statistics.median(v):,.0f} s' + (f' ({statistics.median(v) / statistics.median(times["scratch"][w]):.2f}× '
+                                                'scratch)' if arm != 'scratch' and w in times.get('scratch', {}) else '')
+            + f' on {w}' for w, v in sorted(by_where.items()))
         rows.append([f'`{arm}`', what, len(test), fmt_arm(ho) if ho else '–', fmt_arm(test) if test else '–', cost or '–'])
     return md_table(['arm', "the teacher's part", 'runs', 'held-out top-1 (%), the selection', 'test top-1 (%)',
-                     'train.py time per run (median)'], rows)
+                     'train.py time per run (median; × scratch where it ran alike)'], rows)
 
 
 def _distill_choice(ctx: Context) -> str:
@@ -1046,12 +1048,13 @@ def _distill_choice(ctx: Context) -> str:
                f'than {MIN_SEEDS} runs'
     traj = max((a for a in ho if a.startswith('traj_')), key=lambda a: mean(ho[a]))
     beats = [compare(ctx, 'heldout-45k-distill', ho[traj], ho[b]) for b in ('scratch', 'logit_kd')]
+    n = max(c['floor'] for c in beats)
     if all(c['finding'] and c['delta'] > 0 for c in beats):
         return f'trajectory distillation wins: `{traj}`, the best trajectory arm on held-out, beats `scratch` and ' \
-               f'`logit_kd` beyond the held-out floor ({beats[0]["floor"]:.2f})'
+               f'`logit_kd` beyond the held-out floor ({n:.2f})'
     best = max(ho, key=lambda a: mean(ho[a]))
     return f'trajectory distillation does not win (its best arm, `{traj}`, does not beat both `scratch` and ' \
-           f'`logit_kd` beyond the held-out floor, {beats[0]["floor"]:.2f}); the best arm on held-out is `{best}`'
+           f'`logit_kd` beyond the held-out floor, {n:.2f}); the best arm on held-out is `{best}`'
 
 
 def table_bvit_field_solver(ctx: Context) -> str:
@@ -1131,7 +1134,8 @@ def _walk_seconds(o, keys=('train_s', 'wall_s', 'train_seconds')) -> List[float]
 
 
 def runtime(ctx: Context, script: str) -> str:
-    """bench/README's time column: the median wall time per run that a script's JSON records."""
+    """bench/README's time column: the median time per run that a script's JSON records (one per run:
+    :func:`_walk_seconds`)."""
     if optional_json(ctx, script) is None:
         return 'not run yet'
     secs = _walk_seconds(ctx.json(script))
@@ -1151,18 +1155,22 @@ def trained_on(ctx: Context, script: str) -> str:
     if not machines:
         return 'machine not recorded'
     gpu = any('NVIDIA' in m or 'GPU' in m for m in machines)
-    rows = _rows(ctx.json(script))
-    if gpu and rows and all('concurrent_runs' in r for r in rows):  # the rows say how many runs shared the machine
-        shared = sorted({r['concurrent_runs'] for r in rows})
-        return f'trained on {" / ".join(machines)}, {" or ".join(map(str, shared))} run(s) at a time (`concurrent_runs`)'
+    rows = _result_rows(ctx.json(script))
+    if rows and all('concurrent_runs' in r for r in rows):  # the rows say how many trainings shared the machine
+        n = max(r['concurrent_runs'] for r in rows)
+        return f'trained on {" / ".join(machines)}, ' + ('one run at a time' if n == 1 else f'up to {n} runs at a '
+                                                         'time: times compare only between runs that ran alike')
     return (f'trained on {" / ".join(machines)}' + ('; data and augmentation on the CPU, the train times beside other '
                                                     'studies on that GPU: no cost measure' if gpu else ''))
 
 
-def _rows(d: dict) -> List[dict]:
-    """A result file's rows (its ``runs``, ``rows`` or ``results``, a dict by key or a list)."""
-    t = next((d[k] for k in ('runs', 'rows', 'results') if isinstance(d.get(k), (dict, list))), [])
-    return [r for r in (t.values() if isinstance(t, dict) else t) if isinstance(r, dict)]
+def _result_rows(d: dict) -> List[dict]:
+    """A result file's rows: those of its ``runs``, ``rows`` and ``results`` (a dict by key or a list), and of the
+    studies it holds (``{'studies': {name: payload}}``), as bench/_util.py's ``_rows`` finds them."""
+    tables = [d.get(k) for k in ('runs', 'rows', 'results')]
+    studies = d.get('studies') if isinstance(d.get('studies'), dict) else {}
+    return [r for t in tables if isinstance(t, (dict, list)) for r in (t.values() if isinstance(t, dict) else t)
+            if isinstance(r, dict)] + [r for st in studies.values() if isinstance(st, dict) for r in _result_rows(st)]
 
 
 def _where_measured(ctx: Context) -> str:

@@ -140,11 +140,22 @@ def test_distillation_study_renders_its_arms_and_chooses_on_held_out(tmp_path):
     # beating scratch is not enough: logit KD is as good
     ctx = study({**flat, 'traj_softmax': [60.0, 60.5, 61.0], 'logit_kd': [60.0, 60.2, 60.4]})
     assert render._distill_choice(ctx).endswith('the best arm on held-out is `traj_softmax`')
+    # a trajectory arm worse than scratch beyond the floor does not win, whatever logit KD does
+    ctx = study({**flat, 'traj_softmax': [40.0, 40.5, 41.0], 'traj_uniform': [40.0, 40.5, 41.0],
+                 'traj_arclength': [40.0, 40.5, 41.0], 'traj_no_attention': [40.0, 40.5, 41.0], 'logit_kd': [30.0] * 3})
+    assert 'does not win' in render._distill_choice(ctx) and render._distill_choice(ctx).endswith('`scratch`')
     # within the held-out floor (2.00 at 5,000 images): no win; the best arm by mean is named
     ctx = study({**flat, 'traj_uniform': [51.5, 52.0, 52.5]})
     assert 'does not win' in render._distill_choice(ctx) and render._distill_choice(ctx).endswith('`traj_uniform`')
     table = render.table_distillation_study(ctx)
-    assert '| `traj_uniform` |' in table and '101 s (1.00× scratch) on cpu' in table
+    assert '| `traj_uniform` |' in table and '101 s (1.00× scratch) on cpu, ? at a time' in table
     c = render.run_comparison(ctx, 'distill_traj_uniform_vs_scratch')
     assert c['delta'] == pytest.approx(1.5) and not c['preliminary'] and c['budget'] == '45k-distill'
     assert render.BUDGETS['heldout-45k-distill'].images == 5000
+
+
+def test_distillation_arms_are_the_study_scripts():
+    import ast
+    tree = ast.parse((ROOT / 'bench' / 'distillation_study.py').read_text())
+    arms = next(n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'ARMS')
+    assert [k.value for k in arms.keys] == list(render.DISTILL_ARMS)

@@ -180,7 +180,7 @@ def _description(model: torch.nn.Module, display: str) -> str:
     arch = model.pretrained_cfg.get('architecture', '')
     if not (timm.models.is_model(arch) and timm.models.model_entrypoint(arch).__module__.startswith('timm_odevit')):
         return (f"timm's own `{arch}`, trained on {display} with the train.py wrapper of "
-                '`timm_odevit` (not yet published) (loading it needs timm only).')
+                '`timm_odevit`, not yet published (loading it needs timm only).')
     what = {'ode': 'A continuous-depth Vision Transformer (its depth is an ODE integrated by a solver)',
             'recurrent': 'A recurrent Vision Transformer (one block iterated; the number of iterations is settable)',
             'discrete': 'A discrete Vision Transformer baseline (a plain timm model, blocks of its own weights)',

@@ -360,9 +360,9 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
             if missing else '')
     timed = all(c.get('seconds') is not None for c in record['cycles'])
     notes = ''.join(f"\n- Cycle {c['cycle']}: {c['note']}" for c in record['cycles'] if c.get('note'))
-    notes += ''.join(f"\n- Cycle {c['cycle']}: {anytime_note(c['criterion'])}" for c in record['cycles']
-                     if c.get('criterion', {}).get('name') == 'anytime')
-    decided = [str(c['cycle']) for c in record['cycles'] if c.get('criterion', {}).get('name') == 'anytime']
+    on_anytime = [c for c in record['cycles'] if c.get('criterion', {}).get('name') == 'anytime']
+    notes += ''.join(f"\n- Cycle {c['cycle']}: {anytime_note(c['criterion'])}" for c in on_anytime)
+    decided = [str(c['cycle']) for c in on_anytime]
     listed = f"s {', '.join(decided[:-1])} and {decided[-1]} were" if len(decided) > 1 else f" {''.join(decided)} was"
     anytime = f' Cycle{listed} decided on the anytime criterion instead (the notes below the table).' if decided else ''
     return f'''

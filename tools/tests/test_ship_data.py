@@ -40,3 +40,19 @@ def test_a_missing_or_damaged_part_is_refused_and_leaves_nothing(tmp_path):
     assert not (tmp_path / 'dst').exists() and not list(tmp_path.glob('.dst*'))
     with pytest.raises(SystemExit, match='missing, repeated or damaged'):
         ship_data.unpack(tmp_path / 'dst', dict(m, digest='0' * 64), parts, workers=1)
+
+
+def test_names_that_would_overwrite_each_other_are_refused(tmp_path):
+    src = _tree(tmp_path / 'src', n=1)
+    Image.open(src / 'train' / 'cat' / '0.png').save(src / 'train' / 'cat' / '0.jpg')  # same path without suffix
+    with pytest.raises(SystemExit, match='more than once'):
+        ship_data.pack(tmp_path / 'ship', {'x': src}, max_mb=1, workers=1)
+    (src / 'train' / 'cat' / '0.jpg').unlink()
+    m = ship_data.pack(tmp_path / 'ship', {'x': src}, max_mb=1, workers=1)
+    part = tmp_path / 'ship' / m['parts'][0]
+    with pytest.raises(SystemExit, match='more than once'):  # a part given twice
+        ship_data.unpack(tmp_path / 'dst', m, [part, part], workers=1)
+    part.write_bytes(part.read_bytes()[:100])  # a damaged part
+    with pytest.raises(SystemExit, match='cannot unpack'):
+        ship_data.unpack(tmp_path / 'dst', m, [part], workers=1)
+    assert not (tmp_path / 'dst').exists() and not list(tmp_path.glob('.dst*'))
