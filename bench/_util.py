@@ -119,11 +119,12 @@ def read_result(path: pathlib.Path) -> dict:
 
 def write_result(name: str, payload: dict) -> pathlib.Path:
     """Write ``bench/results/<name>.json`` atomically: the payload with the environment of this command at the top
-    and in every row it measured (every row not read back by :func:`read_result`)."""
+    and in every row it measured (every row not read back by :func:`read_result`), stamped at the first write that
+    holds the row: a command that writes after every run leaves each earlier row's date and commit as they were."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path, env = RESULTS / f'{name}.json', environment()
     for row in _rows(payload):
-        if _READ_BACK.get(id(row)) is not row:
+        if _READ_BACK.get(id(row)) is not row and 'environment' not in row:
             row['environment'] = env
     write_atomic(path, json.dumps({'environment': env, **payload}, indent=2) + '\n')
     return path

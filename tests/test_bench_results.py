@@ -42,6 +42,19 @@ def test_a_new_row_is_stamped_even_where_a_row_read_back_earlier_was_freed(tmp_p
     assert all('environment' in r for r in json.loads((tmp_path / 'x.json').read_text())['rows'])
 
 
+def test_a_row_keeps_the_stamp_of_its_first_write_when_the_command_writes_again(tmp_path, monkeypatch):
+    # a study writes after every run; its earlier rows must keep the date and commit of when they were measured
+    monkeypatch.setattr(_util, 'RESULTS', tmp_path)
+    monkeypatch.setenv('BENCH_COMMIT', 'first')
+    runs = {'a': {'top1': 1.0}}
+    _util.write_result('x', {'runs': runs})
+    monkeypatch.setenv('BENCH_COMMIT', 'second')
+    runs['b'] = {'top1': 2.0}
+    _util.write_result('x', {'runs': runs})
+    out = json.loads((tmp_path / 'x.json').read_text())['runs']
+    assert out['a']['environment']['commit'] == 'first' and out['b']['environment']['commit'] == 'second'
+
+
 def test_rows_of_nested_studies_get_the_environment_and_bench_commit_names_the_commit(tmp_path, monkeypatch):
     monkeypatch.setattr(_util, 'RESULTS', tmp_path)
     monkeypatch.setenv('BENCH_COMMIT', 'abc123')
