@@ -24,13 +24,13 @@ same count. A failed run stops the study: the runs not yet started are dropped, 
 """
 import argparse
 import concurrent.futures
-import threading
 import csv
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import threading
 import time
 
 from _util import RESULTS, read_result, seed_key, write_result
@@ -143,6 +143,7 @@ def main():
     pool.shutdown()
     if error is not None:
         raise error
+
 
 if __name__ == '__main__':
     main()
