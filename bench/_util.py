@@ -10,9 +10,9 @@ import time
 from typing import Callable, Dict
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from timm_odevit._checks import write_atomic
+from timm_odevit.model_card import gmacs
 
 CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = CHECKOUT / 'bench' / 'results'
@@ -139,14 +139,9 @@ def save_figure(fig, path: pathlib.Path, **savefig_kwargs) -> pathlib.Path:
 
 
 def gflops(model: torch.nn.Module) -> float:
-    """GFLOPs of one forward at batch 1 and the model's default input size (multiply-add = 2 FLOPs)."""
-    x = torch.randn(1, *model.pretrained_cfg['input_size'])
-    was_training = model.training
-    model.eval()
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(x)
-    model.train(was_training)
-    return counter.get_total_flops() / 1e9
+    """GFLOPs of one forward at batch 1 and the model's default input size (multiply-add = 2 FLOPs), attention
+    included (:func:`timm_odevit.model_card.gmacs`)."""
+    return 2 * gmacs(model)
 
 
 _PEAK_MEMORY_CHILD = r'''

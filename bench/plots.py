@@ -30,7 +30,7 @@ def accuracy_vs_params(result):
         mean = sum(top1) / len(top1)
         ax.errorbar(r['params_M'], mean, yerr=[[mean - min(top1)], [max(top1) - mean]],
                     marker='o' if r['family'] == 'discrete' else 's', ms=7, capsize=3)
-        ax.annotate(f'{name}\n{r["gflops"]:.2f} GFLOPs, {len(top1)} seed(s)', (r['params_M'], mean), fontsize=7,
+        ax.annotate(f'{name}\n{len(top1)} seed(s)', (r['params_M'], mean), fontsize=7,
                     xytext=(4, 4), textcoords='offset points')
     ax.set_xscale('log')
     ax.set(xlabel='parameters (M, log)', ylabel='CIFAR-10 test top-1 (%), mean over seeds')

@@ -754,9 +754,9 @@ def table_accuracy_vs_params(ctx: Context) -> str:
     for name in order:
         first = next(r for k, r in runs.items() if base_name(k) == name)
         val, test = acc_val(ctx, name), acc(ctx, name)
-        rows.append([f'`{name}`', ACC_LABELS.get(name, first.get('role', '')), f'{first["params_M"]:.3f}', f'{first["gflops"]:.3f}',
-                     len(test), ' / '.join(f'{v:.2f}' for v in val), ' / '.join(f'{v:.2f}' for v in test), fmt_arm(test)])
-    return md_table(['model', 'what', 'params (M)', 'GFLOPs', 'seeds', 'val top-1 per seed', 'test top-1 per seed',
+        rows.append([f'`{name}`', ACC_LABELS.get(name, first.get('role', '')), f'{first["params_M"]:.3f}', len(test),
+                     ' / '.join(f'{v:.2f}' for v in val), ' / '.join(f'{v:.2f}' for v in test), fmt_arm(test)])
+    return md_table(['model', 'what', 'params (M)', 'seeds', 'val top-1 per seed', 'test top-1 per seed',
                      'test top-1 mean ± std'], rows)
 
 

@@ -508,3 +508,19 @@ def test_a_timm_model_trained_at_another_input_size_exports_with_its_runs_prepro
     assert hub.evaluate(loaded, str(eval_dir))['top1'] == metrics['top1']
     card = (tmp_path / 'teacher' / 'README.md').read_text()  # timm's own model: not described as one of ours
     assert "timm's own `vit_tiny_patch16_224`" in card and 'once `import timm_odevit` has registered it' not in card
+
+
+def test_gmacs_counts_attention_as_the_math_kernel_does():
+    # torch's counter has no formula for the fused CPU attention kernel; the math kernel decomposes into counted bmms
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    from timm_odevit.model_card import gmacs
+    model = timm.create_model('odevit_tiny_cifar', steps=2).train()
+    counter = FlopCounterMode(display=False)
+    with sdpa_kernel(SDPBackend.MATH), counter, torch.no_grad():
+        model.eval()(torch.zeros(1, 3, 32, 32))
+    model.train()
+    assert gmacs(model) == pytest.approx(counter.get_total_flops() / 2e9, rel=1e-6)
+    assert model.training  # the mode it came in
+    tokens, dim = 1 + 10 + 64, model.embed_dim  # [CLS], 10 registers, 8 x 8 patches
+    assert counter.get_flop_counts()['Global'][torch.ops.aten.bmm] == 2 * 2 * (2 * tokens * tokens * dim)

@@ -93,3 +93,11 @@ def test_other_model_folders_load_through_local_dir_as_their_cards_say(folder):
     assert model.pretrained_cfg['input_size'] == (3, 32, 32) or list(model.pretrained_cfg['input_size']) == [3, 32, 32]
     for code in re.findall(r'```python\n(.*?)```', (folder / 'README.md').read_text(), re.S):
         exec(compile(code.replace('local-dir:PATH', f'local-dir:{folder}'), f'{folder.name}/README.md', 'exec'), {})
+
+
+@pytest.mark.parametrize('folder', RELEASES + FOLDERS, ids=lambda p: p.name)
+def test_model_card_gmacs_is_what_the_model_counts(folder):
+    from timm_odevit.model_card import gmacs
+    stated = re.search(r'^\| GMACs \| ([\d.]+) \|$', (folder / 'README.md').read_text(), re.M)
+    model = timm.create_model(f'local-dir:{folder}', pretrained=False)
+    assert stated and float(stated.group(1)) == round(gmacs(model), 3)

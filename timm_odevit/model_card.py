@@ -39,12 +39,19 @@ CITATIONS = {
 
 
 def gmacs(model: torch.nn.Module) -> float:
-    """Multiply-accumulates (10⁹) of one forward of one image at the model's input size."""
-    from torch.utils.flop_counter import FlopCounterMode
+    """Multiply-accumulates (10⁹) of one forward of one image at the model's input size, attention products
+    included: torch's counter has no formula for its CPU attention kernel, so it gets torch's own ``sdpa`` count."""
+    from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+
+    def cpu_attention(query, key, value, *args, out_shape=None, **kwargs) -> int:
+        return sdpa_flop_count(query, key, value)
     size = model.pretrained_cfg.get('input_size', (3, 32, 32))
-    counter = FlopCounterMode(display=False)
+    counter = FlopCounterMode(display=False, custom_mapping={
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: cpu_attention})
+    was_training = model.training
     with counter, torch.no_grad():
         model.eval()(torch.zeros(1, *size))
+    model.train(was_training)
     return counter.get_total_flops() / 2e9
 
 
