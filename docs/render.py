@@ -1028,14 +1028,10 @@ def table_distillation_study(ctx: Context) -> str:
     times, rows = _distill_times(ctx), []
     for arm, what in DISTILL_ARMS.items():
         ho, test = distill(ctx, arm, 'held_out'), distill(ctx, arm)
-        by_where = times.get(arm, {})
-        cost = '; '.join(
-            f'{statistics.median(v):,.0f} s' + (f' ({statistics.median(v) / statistics.median(times["scratch"][w]):.2f}× '
-                                                'scratch)' if arm != 'scratch' and w in times.get('scratch', {}) else '')
-            + f' on {w}' for w, v in sorted(by_where.items()))
+        cost = '; '.join(f'{statistics.median(v):,.0f} s on {w}' for w, v in sorted(times.get(arm, {}).items()))
         rows.append([f'`{arm}`', what, len(test), fmt_arm(ho) if ho else '–', fmt_arm(test) if test else '–', cost or '–'])
     return md_table(['arm', "the teacher's part", 'runs', 'held-out top-1 (%), the selection', 'test top-1 (%)',
-                     'train.py time per run (median; × scratch where it ran alike)'], rows)
+                     'train.py wall time per run (median)'], rows)
 
 
 def _distill_choice(ctx: Context) -> str:
@@ -1135,18 +1131,26 @@ def _walk_seconds(o, keys=('train_s', 'wall_s', 'train_seconds')) -> List[float]
 
 def runtime(ctx: Context, script: str) -> str:
     """bench/README's time column: the median time per run that a script's JSON records (one per run:
-    :func:`_walk_seconds`)."""
+    :func:`_walk_seconds`), per machine where every row names its own."""
     if optional_json(ctx, script) is None:
         return 'not run yet'
-    secs = _walk_seconds(ctx.json(script))
-    if not secs:
-        return 'not recorded in the JSON'
-    med = statistics.median(secs)
-    per = f'{med / 60:.0f} min' if med >= 90 else f'{med:.0f} s'
-    machines = _machines(ctx, script)
-    where = f'; on {" / ".join(machines)}' if machines else ''
-    return (f'{per} per run (median of {len(secs)} runs in the JSON{where})' if len(secs) > 1
-            else f'{per} (one run in the JSON{where})')
+    d = ctx.json(script)
+    rows = _result_rows(d)
+    if rows and all(isinstance(r.get('environment'), dict) for r in rows):
+        by_machine: Dict[str, List[float]] = {}
+        for r in rows:
+            by_machine.setdefault(r['environment'].get('machine', 'an unrecorded machine'), []).extend(_walk_seconds(r))
+    else:
+        by_machine = {' / '.join(_machines(ctx, script)): _walk_seconds(d)}
+    parts = []
+    for machine, secs in sorted(by_machine.items()):
+        if secs:
+            med = statistics.median(secs)
+            per = f'{med / 60:.0f} min' if med >= 90 else f'{med:.0f} s'
+            where = f'; on {machine}' if machine else ''
+            parts.append(f'{per} per run (median of {len(secs)} runs in the JSON{where})' if len(secs) > 1
+                         else f'{per} (one run in the JSON{where})')
+    return '; '.join(parts) or 'not recorded in the JSON'
 
 
 def trained_on(ctx: Context, script: str) -> str:

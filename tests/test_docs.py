@@ -148,10 +148,20 @@ def test_distillation_study_renders_its_arms_and_chooses_on_held_out(tmp_path):
     ctx = study({**flat, 'traj_uniform': [51.5, 52.0, 52.5]})
     assert 'does not win' in render._distill_choice(ctx) and render._distill_choice(ctx).endswith('`traj_uniform`')
     table = render.table_distillation_study(ctx)
-    assert '| `traj_uniform` |' in table and '101 s (1.00× scratch) on cpu, ? at a time' in table
+    assert '| `traj_uniform` |' in table and '101 s on cpu, ? at a time |' in table and '×' not in table
     c = render.run_comparison(ctx, 'distill_traj_uniform_vs_scratch')
     assert c['delta'] == pytest.approx(1.5) and not c['preliminary'] and c['budget'] == '45k-distill'
     assert render.BUDGETS['heldout-45k-distill'].images == 5000
+
+
+def test_bench_readme_times_a_run_per_machine_when_its_rows_name_theirs(tmp_path):
+    import json
+    rows = [{'train_s': s, 'environment': {'machine': m}} for s, m in ((50, 'gpu'), (70, 'gpu'), (1200, 'cpu'))]
+    (tmp_path / 'x.json').write_text(json.dumps({'rows': rows}))
+    assert render.runtime(render.Context(results=tmp_path), 'x') == \
+        '20 min (one run in the JSON; on cpu); 60 s per run (median of 2 runs in the JSON; on gpu)'
+    (tmp_path / 'x.json').write_text(json.dumps({'environment': {'machine': 'cpu'}, 'rows': [{'train_s': 30}]}))
+    assert render.runtime(render.Context(results=tmp_path), 'x') == '30 s (one run in the JSON; on cpu)'
 
 
 def test_distillation_arms_are_the_study_scripts():
