@@ -141,7 +141,10 @@ def save_figure(fig, path: pathlib.Path, **savefig_kwargs) -> pathlib.Path:
 def gflops(model: torch.nn.Module) -> float:
     """GFLOPs of one forward at batch 1 and the model's default input size (multiply-add = 2 FLOPs), attention
     included (:func:`timm_odevit.model_card.gmacs`)."""
-    return 2 * gmacs(model)
+    was_training = model.training
+    count = 2 * gmacs(model)
+    model.train(was_training)
+    return count
 
 
 _PEAK_MEMORY_CHILD = r'''

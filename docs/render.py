@@ -1183,12 +1183,17 @@ def _where_measured(ctx: Context) -> str:
     per = {n: _machines(ctx, n) for n in names}
     cpus = sorted({m.split(',')[0] for ms in per.values() for m in ms if 'NVIDIA' not in m and 'GPU' not in m})
     gpus = sorted({m for ms in per.values() for m in ms if 'NVIDIA' in m or 'GPU' in m})
-    on_gpu = [n for n, ms in per.items() if any(m in gpus for m in ms)]
+    on_gpu = [n for n, ms in per.items() if ms and all(m in gpus for m in ms)]
+    partly = [n for n, ms in per.items() if n not in on_gpu and any(m in gpus for m in ms)]
     cores = sorted({c for ms in per.values() for m in ms for c in re.findall(r'(\d+) CPU cores', m)}, key=int)
     text = f'{"- or ".join(cores)}-core CPUs ({" / ".join(cpus)})' if cpus else 'CPUs'
-    if on_gpu:
+    if on_gpu or partly:
         text += f', except the rows of {len(on_gpu)} studies measured on {" / ".join(gpus)}: ' + \
-            ', '.join(f'`{n}`' for n in on_gpu)
+            ', '.join(f'`{n}`' for n in on_gpu) + ''.join(f', and some rows of `{n}` (each row names its machine)'
+                                                          for n in partly)
+    unnamed = [n for n, ms in per.items() if not ms]
+    if unnamed:
+        text += f'; the rows of {len(unnamed)} older files name no machine: ' + ', '.join(f'`{n}`' for n in unnamed)
     return text
 
 

@@ -164,6 +164,17 @@ def test_bench_readme_times_a_run_per_machine_when_its_rows_name_theirs(tmp_path
     assert render.runtime(render.Context(results=tmp_path), 'x') == '30 s (one run in the JSON; on cpu)'
 
 
+def test_where_measured_names_gpu_studies_mixed_ones_and_files_without_a_machine(tmp_path):
+    import json
+    cpu, gpu = 'Intel(R) Xeon(R), 2 CPU cores, 2 threads', '1x NVIDIA H200'
+    for name, machines in (('a', [gpu, gpu]), ('b', [gpu, cpu]), ('c', [cpu]), ('d', [None])):
+        rows = [{'environment': {'machine': m} if m else {}} for m in machines]
+        (tmp_path / f'{name}.json').write_text(json.dumps({'rows': rows}))
+    assert render._where_measured(render.Context(results=tmp_path)) == (
+        '2-core CPUs (Intel(R) Xeon(R)), except the rows of 1 studies measured on 1x NVIDIA H200: `a`, and some rows of '
+        '`b` (each row names its machine); the rows of 1 older files name no machine: `d`')
+
+
 def test_distillation_arms_are_the_study_scripts():
     import ast
     tree = ast.parse((ROOT / 'bench' / 'distillation_study.py').read_text())

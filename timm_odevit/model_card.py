@@ -39,19 +39,15 @@ CITATIONS = {
 
 
 def gmacs(model: torch.nn.Module) -> float:
-    """Multiply-accumulates (10⁹) of one forward of one image at the model's input size, attention products
-    included: torch's counter has no formula for its CPU attention kernel, so it gets torch's own ``sdpa`` count."""
+    """Multiply-accumulates (10⁹) of one forward of one image at the model's input size (the model is left in eval
+    mode), attention products included: torch's counter has no formula for its CPU attention kernel, so it gets
+    torch's own ``sdpa`` count."""
     from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
-
-    def cpu_attention(query, key, value, *args, out_shape=None, **kwargs) -> int:
-        return sdpa_flop_count(query, key, value)
-    size = model.pretrained_cfg.get('input_size', (3, 32, 32))
-    counter = FlopCounterMode(display=False, custom_mapping={
-        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: cpu_attention})
-    was_training = model.training
+    cpu_attention = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
+                     lambda q, k, v, *args, out_shape=None, **kwargs: sdpa_flop_count(q, k, v)}
+    counter = FlopCounterMode(display=False, custom_mapping=cpu_attention)
     with counter, torch.no_grad():
-        model.eval()(torch.zeros(1, *size))
-    model.train(was_training)
+        model.eval()(torch.zeros(1, *model.pretrained_cfg.get('input_size', (3, 32, 32))))
     return counter.get_total_flops() / 2e9
 
 
@@ -136,7 +132,7 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
     if kind != 'discrete':
         rows.append(('field evaluations per image (NFE)', format(metrics['nfe'], 'g') if 'nfe' in metrics else '?'))
     rows += [
-        ('model args', f"`{json.dumps(info.get('model_kwargs', {}))}`"),
+        ("training run's model args (config.json: what loads)", f"`{json.dumps(info.get('model_kwargs', {}))}`"),
         ('epochs', str(info.get('train_args', {}).get('epochs', '?'))),
         ('checkpoint', f"{info.get('checkpoint_file', 'train.py checkpoint')}, {_epoch(info)}, {_weights(info)}"),
     ]
@@ -248,8 +244,8 @@ def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info:
     weights = ' of the EMA weights (what train.py validates and selects by when EMA is on)' if selected == 'ema' else ''
     log = f" Every epoch's numbers: [{TRAINING_LOG}]({TRAINING_LOG}) (train.py's own log)." if training_log else ''
     curve = (f'\n## Learning curve\n\n![validation top-1 per epoch]({LEARNING_CURVE})\n\nValidation top-1{weights} on '
-             f"the run's validation split during training, epochs counted from 1 (the {metrics.get('split', 'test')} "
-             f'split is evaluated once, at export).{log}\n' if learning_curve else '')
+             f"the run's validation split during training, epochs counted from 1; the card's top-1 is measured at "
+             f"export on its {metrics.get('split', 'test')} images.{log}\n" if learning_curve else '')
     papers = [p for p in str(model.pretrained_cfg.get('paper_ids', '')).split(',') if p.strip() in CITATIONS]
     grids = _grid_section(model, metrics, (args.get('model_kwargs') or {}).get('train_depth'))
     citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
