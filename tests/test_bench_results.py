@@ -97,3 +97,13 @@ def test_a_figure_whose_drawing_fails_leaves_the_old_picture(tmp_path):
     with pytest.raises(RuntimeError, match='simulated'):
         _util.save_figure(Broken(), tmp_path / 'x.png')
     assert (tmp_path / 'x.png').read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ['x.png']
+
+
+def test_gflops_is_twice_the_package_count_and_keeps_the_training_mode():
+    import timm
+    import timm_odevit  # noqa: F401
+    from timm_odevit.model_card import gmacs
+    model = timm.create_model('vit_tiny_cifar_params_matched').train()
+    flops = _util.gflops(model)
+    assert model.training  # as it came in (gmacs leaves it in eval mode)
+    assert flops == pytest.approx(2 * gmacs(model)) and not model.training
