@@ -10,7 +10,7 @@ entry per model, so `--models` can run them one by one; `--seed N` adds `model@s
 the plots accuracy_vs_params.png and inference_grid.png. The seeds of one model measure the noise
 floor of this budget (docs/results.md): run every compared model with --seed 0, 1, 2, ...
 
-    python bench/accuracy_vs_params.py [--epochs 2] [--models odevit_tiny_cifar ...] [--seed N]
+    python bench/accuracy_vs_params.py [--epochs 2] [--models odevit_tiny_cifar ...] [--seed N] [--device cuda]
     python bench/accuracy_vs_params.py --models odevit_tiny_cifar vit_odevit_tiny_cifar_params_matched --seed 2
 """
 import argparse
@@ -72,7 +72,7 @@ def inference_grid_sweep(model, data):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--models', nargs='+', default=list(MODELS), choices=list(MODELS))
-    add_recipe_args(p, train_per_class=4500, test_per_class=None)  # all 10k test images
+    add_recipe_args(p, train_per_class=4500, test_per_class=None, device=True)  # all 10k test images
     p.add_argument('--val-per-class', type=int, default=500)
     p.add_argument('--save-dir', default=None, help='also save each trained state_dict here as <model>.pth')
     p.add_argument('--sweep-images', type=int, default=2000, help='test images for the inference-grid sweep')
@@ -83,7 +83,8 @@ def describe_budget(args, num_train: int, num_test: int) -> str:
     return (f'{num_train} CIFAR-10 train images (first {args.train_per_class}/class; the next '
             f'{args.val_per_class}/class held out as validation), {args.epochs} epochs, batch {args.batch}, AdamW '
             f'lr {args.lr} one-cycle (10% warm-up), wd 0.05, flip + 4px reflect crop, smoothing 0.1, clip 1; '
-            f'test on all {num_test} test images once; CPU ({torch.get_num_threads()} threads)')
+            f'test on all {num_test} test images once; '
+            + (f'CPU ({torch.get_num_threads()} threads)' if args.device == 'cpu' else args.device))
 
 
 def main():
@@ -99,12 +100,13 @@ def main():
         name = seed_key(model_name, args.seed)  # rows of other seeds are kept
         torch.manual_seed(args.seed)
         model = timm.create_model(arch, **kwargs)
-        secs = fit(classification_task(model), model.parameters(), train, args, args.seed, args.epochs,
+        flops = gflops(model)  # counted on the CPU, before the model moves to --device
+        secs = fit(classification_task(model.to(args.device)), model.parameters(), train, args, args.seed, args.epochs,
                    log=lambda m, name=name: print(f'{name}: {m}', flush=True))
         run = {
             'arch': arch, 'kwargs': kwargs, 'role': role, 'budget': budget, 'seed': args.seed,
             'family': 'discrete' if arch.startswith('vit_') else arch.split('_')[0],
-            'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': gflops(model),
+            'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': flops,
             'train_s': round(secs, 1), 'train_img_per_s': round(args.epochs * len(train[0]) / secs, 1),
             'val_top1': accuracy(model, val), 'test_top1': accuracy(model, test),
         }

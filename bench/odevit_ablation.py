@@ -8,7 +8,7 @@ Knobs: the effective step h·s (depth_scale, steps), registers, attention type, 
 and the field's norm (``field_norm='layer'``: LayerNorm instead of the paper's CenterNorm).
 Rows accumulate in bench/results/odevit_ablation.json across invocations at the same budget.
 
-    python bench/odevit_ablation.py [--train-per-class 1500] [--epochs 2] [--variants default lr_3e-4 ...]
+    python bench/odevit_ablation.py [--train-per-class 1500] [--epochs 2] [--variants default lr_3e-4 ...] [--device cuda]
 """
 import argparse
 
@@ -38,7 +38,7 @@ VARIANTS = {
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=list(VARIANTS))
-    add_recipe_args(p, train_per_class=1500)
+    add_recipe_args(p, train_per_class=1500, device=True)
     args = p.parse_args()
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
     budget = subset_budget(args)
@@ -56,7 +56,7 @@ def main():
                'params_M': sum(q.numel() for q in model.parameters()) / 1e6, 'gflops': gflops(model),
                'step_in_blocks': model.field.depth_scale * model.solver.h if hasattr(model, 'field') else None}
         try:
-            row['train_s'] = fit(classification_task(model), model.parameters(),
+            row['train_s'] = fit(classification_task(model.to(args.device)), model.parameters(),
                                  train, recipe, args.seed, args.epochs,
                                  log=lambda m, name=name: print(f'{name}: {m}', flush=True))
             row['test_top1'] = accuracy(model, test)
