@@ -11,6 +11,7 @@ from typing import Optional
 from timm_odevit._checks import write_atomic  # noqa: F401 (the tools' one way to write a file)
 
 PACKAGED = ('model.safetensors', 'config.json')  # the package's copy of a release: its weights and their config
+PACKAGE_MARK = '.package'  # in a swapped-in folder until its package copy is written: that copy's folder
 
 
 def backup_of(folder: pathlib.Path) -> pathlib.Path:
@@ -18,22 +19,29 @@ def backup_of(folder: pathlib.Path) -> pathlib.Path:
 
 
 def swap_folder(new: pathlib.Path, folder: pathlib.Path, package: Optional[pathlib.Path] = None) -> None:
-    """Put the complete folder ``new`` in place of ``folder``, and its :data:`PACKAGED` files into ``package``."""
+    """Put the complete folder ``new`` in place of ``folder``, and its :data:`PACKAGED` files into ``package``
+    (named in ``new``'s :data:`PACKAGE_MARK` until copied, so that whichever command recovers next finishes the copy)."""
+    if package is not None:
+        write_atomic(new / PACKAGE_MARK, str(pathlib.Path(package).resolve()))
     folder.rename(backup_of(folder))
     new.rename(folder)
-    recover(folder, package)
+    recover(folder)
 
 
 def recover(folder, package: Optional[pathlib.Path] = None) -> None:
     """Restore ``folder`` from its backup when a swap stopped before the new folder was in place; else finish the
-    swap (``package``: the folder of the package's copy to bring up to date) and delete what was left behind."""
+    swap (the package copy its :data:`PACKAGE_MARK` names) and delete what was left behind (``package``: a package
+    folder whose temporary files to delete too)."""
     folder = pathlib.Path(folder)
-    backup = backup_of(folder)
+    backup, mark = backup_of(folder), folder / PACKAGE_MARK
     if backup.is_dir() and not folder.exists():
         backup.rename(folder)
-    elif backup.is_dir():
-        for name in PACKAGED if package is not None else ():
-            write_atomic(package / name, (folder / name).read_bytes())
+    if mark.is_file():  # the new folder is in place; its package copy may not be
+        target = pathlib.Path(mark.read_text())
+        for name in PACKAGED:
+            write_atomic(target / name, (folder / name).read_bytes())
+        mark.unlink()
+    if backup.is_dir():
         shutil.rmtree(backup)
     for left in folder.parent.glob(f'.{folder.name}.cycle-*'):  # staging folders of killed runs
         shutil.rmtree(left, ignore_errors=True)

@@ -2,7 +2,7 @@
 
 The images are decoded to RGB (what an ImageFolder loader gives the model; an alpha channel or a palette is not
 kept), re-encoded as lossless WebP (about 0.6x the bytes of CIFAR-10's PNGs) and packed into numbered parts of at most
-``--max-mb`` of image bytes each (one ``.npz`` per part: the encoded bytes, their offsets and their relative paths,
+``--max-mb`` each, the whole file (one ``.npz`` per part: the encoded bytes, their offsets and their relative paths,
 without the suffix: two images differing only in suffix are refused), beside a manifest with the image count and a
 SHA-256 over every image's path, size and RGB pixels. ``unpack`` writes the images back as PNG and refuses the result
 unless that digest matches: the trees arrive as they left, or not at all.
@@ -30,6 +30,7 @@ from PIL import Image
 from tools.atomic import write_atomic
 
 SUFFIXES = ('.png', '.jpg', '.jpeg', '.webp')
+NPZ_OVERHEAD = 4096  # bytes of a part's .npz beyond its arrays' data (zip and .npy headers), kept free
 
 
 def _pixels(im: Image.Image) -> bytes:
@@ -76,7 +77,8 @@ def _refuse_repeats(names: Sequence[str]) -> None:
 
 
 def pack(out: pathlib.Path, trees: Dict[str, pathlib.Path], max_mb: float, workers: int = os.cpu_count()) -> dict:
-    """Encode every image under each ``trees[name]`` and write parts of at most ``max_mb`` MB and ``manifest.json``."""
+    """Encode every image under each ``trees[name]`` and write parts of at most ``max_mb`` MB (the whole file) and
+    ``manifest.json``."""
     if any('/' in name or not name for name in trees):
         raise SystemExit(f'tree names must be plain folder names: {list(trees)}')
     files = [(f'{name}/{f.relative_to(root).with_suffix("")}', f) for name, root in trees.items()
@@ -87,14 +89,15 @@ def pack(out: pathlib.Path, trees: Dict[str, pathlib.Path], max_mb: float, worke
     with ProcessPoolExecutor(workers) as pool:
         encoded = list(pool.map(_encode, [f for _, f in files], chunksize=256))
     out.mkdir(parents=True, exist_ok=True)
-    limit, parts, names, blobs, size = max_mb * 1e6, [], [], [], 0
+    limit, parts, names, blobs, size = max_mb * 1e6 - NPZ_OVERHEAD, [], [], [], 0
     for (name, _), (blob, _) in zip(files, encoded):
-        if names and size + len(blob) > limit:
+        stored = len(blob) + 8 + len(json.dumps(name)) + 2  # its bytes, its int64 offset, its entry in the names list
+        if names and size + stored > limit:
             parts.append(f'part{len(parts)}.npz')
             _write_part(out / parts[-1], names, blobs)
             names, blobs, size = [], [], 0
         names.append(name), blobs.append(blob)
-        size += len(blob)
+        size += stored
     parts.append(f'part{len(parts)}.npz')
     _write_part(out / parts[-1], names, blobs)
     manifest = {'images': len(files), 'digest': digest([n for n, _ in files], [h for _, h in encoded]), 'parts': parts}

@@ -483,6 +483,25 @@ def test_a_swap_cut_between_its_renames_is_restored_by_the_next_command(release,
     assert _digest(release) == before and not [p.name for p in release.parent.iterdir() if p.name != TAG]
 
 
+def test_a_swap_cut_before_the_package_copy_is_finished_by_whichever_command_comes_next(release, tmp_path, monkeypatch):
+    # the next command may be `init` or `release --no-package-weights`, which pass no package: the swap names its own
+    package = tmp_path / 'weights' / TAG
+    package.mkdir(parents=True)
+    for name in atomic.PACKAGED:
+        (package / name).write_bytes(b'stale')
+    new = release.parent / f'.{TAG}.cycle-x'
+    shutil.copytree(release, new)
+    real = atomic.recover
+    monkeypatch.setattr(atomic, 'recover', lambda *a, **k: (_ for _ in ()).throw(OSError('killed')))
+    with pytest.raises(OSError, match='killed'):
+        atomic.swap_folder(new, release, package)  # both renames done, the package copy not
+    monkeypatch.undo()
+    assert atomic.recover is real and (package / 'config.json').read_bytes() == b'stale'
+    atomic.recover(release)
+    assert all((package / f).read_bytes() == (release / f).read_bytes() for f in atomic.PACKAGED)
+    assert not list(release.glob('.*')) and not [p.name for p in release.parent.iterdir() if p.name != TAG]
+
+
 def test_write_atomic_keeps_the_old_file_when_the_write_fails(tmp_path, monkeypatch):
     path = tmp_path / 'f.json'
     atomic.write_atomic(path, 'old')

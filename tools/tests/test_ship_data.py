@@ -23,6 +23,7 @@ def test_pack_and_unpack_round_trip_pixel_for_pixel(tmp_path):
     m = ship_data.pack(tmp_path / 'ship', {'holdout': src}, max_mb=0.02, workers=1)  # ~4 kB per noise image: parts
     assert m['images'] == 16 and len(m['parts']) > 1
     parts = [tmp_path / 'ship' / p for p in m['parts']]
+    assert all(p.stat().st_size <= 0.02e6 for p in parts)  # the cap holds for the whole file, names and offsets too
     assert json.loads((tmp_path / 'ship' / 'manifest.json').read_text()) == m
     ship_data.unpack(tmp_path / 'dst', m, parts, workers=1)
     for f in src.rglob('*.png'):
