@@ -42,10 +42,10 @@ def gmacs(model: torch.nn.Module) -> float:
     """Multiply-accumulates (10⁹) of one forward of one image at the model's input size (the model is left in eval
     mode), attention products included: torch's counter has no formula for its CPU attention kernel, so it gets
     torch's own ``sdpa`` count."""
-    from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
-    cpu_attention = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu:
-                     lambda q, k, v, *args, out_shape=None, **kwargs: sdpa_flop_count(q, k, v)}
-    counter = FlopCounterMode(display=False, custom_mapping=cpu_attention)
+    from torch.utils import flop_counter
+    cpu_kernel = getattr(torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None)  # torch >= 2.2
+    count = {cpu_kernel: lambda q, k, v, *args, **kwargs: flop_counter.sdpa_flop_count(q, k, v)} if cpu_kernel else {}
+    counter = flop_counter.FlopCounterMode(display=False, custom_mapping=count)
     with counter, torch.no_grad():
         model.eval()(torch.zeros(1, *model.pretrained_cfg.get('input_size', (3, 32, 32))))
     return counter.get_total_flops() / 2e9
@@ -207,8 +207,7 @@ def _retune(model: torch.nn.Module, measured: bool = False) -> str:
 def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=None) -> str:
     """The card's "Accuracy at other depths" table from ``metrics['grids']`` (hub.evaluate_grids), if measured;
     ``train_depth``: the (lo, hi) the last run drew its depths from (``train_depth`` model kwarg), if any."""
-    rows = metrics.get('grids')
-    if not rows:
+    if not (rows := metrics.get('grids')):
         return ''
     recurrent = family(model) == 'recurrent'
     loaded = model.iterations if recurrent else model.blocks.solver.steps
