@@ -938,11 +938,6 @@ def _memory_repeat(ctx: Context) -> str:
             f"in the table, {' / '.join(f'{b:.0f}' for _, _, b in pairs)} MiB there")
 
 
-def _train_speed_row(setting: str, field: str, model: str = 'odevit_tiny_cifar') -> Callable[[Context], object]:
-    return lambda ctx: next(r[field] for r in ctx.json('train_speed')['rows']
-                            if r['setting'] == setting and r['model'] == model)
-
-
 def _budget_images(name: str, path: str, pattern: str, per_class: bool = False,
                    classes: int = 10) -> Callable[[Context], int]:
     """An image count stated in a result file's budget string at ``path`` (``per_class``: a count per class, times
@@ -1092,19 +1087,32 @@ def table_solver_overhead(ctx: Context) -> str:
                       f'{res[mode]["full_grid"]["ratio_vs_loop"]:.3f}'] for mode in ('inference', 'train_step')])
 
 
-def table_train_speed(ctx: Context) -> str:
-    rows = ctx.json('train_speed')['rows']
-    out = []
-    for r in rows:
-        if 'images_per_s' in r:
-            ips = f'{r["images_per_s"]:.2f}'
-        else:
-            ips = f'< {r["images_per_s_below"]:.2f}'
-        stopped = f'stopped after {r["stopped_after_s"]} s' if 'stopped_after_s' in r else ''
-        timed = r['updates_timed'] if 'updates_timed' in r else f'none ({r.get("updates", "?")} logged)'
-        out.append([f'`{r["model"]}`', r['setting'], f'`{r["extra_args"]}`' if r['extra_args'] else '–', ips,
-                    timed, f'{r["wall_s"]:.0f}', stopped])
-    return md_table(['model', 'setting', 'train.py args', 'images/s', 'updates timed', 'wall (s)', ''], out)
+SPEED_SETTINGS = ('fp32', 'bf16', 'channels_last', 'bf16+channels_last')  # tools/speed.py's SETTINGS
+
+
+def _speed_checks(ctx: Context) -> List[Tuple[str, dict, dict]]:
+    """(release tag, cycle, its ``tools.speed`` measurement) of every release cycle that measured its setting."""
+    return [(r['tag'], c, c['speed']['measured']) for r in releases(ctx) for c in r['cycles']['cycles']
+            if (c.get('speed') or {}).get('measured')]
+
+
+def _bf16_over_fp32(ctx: Context) -> str:
+    """bf16's time per update over fp32's in the release cycles' speed checks, without and with AVX512-BF16."""
+    def span(bf16: bool) -> str:
+        r = [m['results']['bf16']['seconds'] / m['results']['fp32']['seconds'] for _, _, m in _speed_checks(ctx)
+             if ('avx512_bf16' in m['cpu_features']) == bf16]
+        return f'{min(r):.2f}–{max(r):.2f}× fp32\'s time per update ({len(r)} checks)' if r else 'not measured'
+    return f'{span(False)} on the CPUs without AVX512-BF16, {span(True)} on those with it'
+
+
+def table_release_speed(ctx: Context) -> str:
+    """The speed checks of the release cycles (``tools.speed``, interleaved updates; each record's ``speed``): seconds
+    per update of each setting on the machine of that cycle, and the setting it chose."""
+    out = [[f'`{tag}`', c['cycle'], f'{m["hardware"]} ({", ".join(m["cpu_features"])})', m['updates'],
+            *(f'{m["results"][k]["seconds"]:.3f}' if k in m['results'] else '–' for k in SPEED_SETTINGS),
+            c['speed']['setting']] for tag, c, m in _speed_checks(ctx)]
+    return md_table(['release', 'cycle', 'machine (CPU features)', 'updates'] +
+                    [f'{k} (s / update)' for k in SPEED_SETTINGS] + ['chosen'], out)
 
 
 def table_memory(ctx: Context) -> str:
@@ -1246,7 +1254,7 @@ TABLES: Dict[str, Callable[[Context], str]] = {
     'recipes_no_nan': table_recipes_no_nan,
     'throughput': table_throughput,
     'solver_overhead': table_solver_overhead,
-    'train_speed': table_train_speed,
+    'release_speed': table_release_speed,
     'memory': table_memory,
 }
 
@@ -1355,7 +1363,7 @@ def _full_epochs(ctx: Context) -> str:
 # since e5c732d (2026-12-03); the files written before carry none, and the commit that added each (git log, UTC) is
 # the latest date it can have been measured. The rewrites of the code those files time, with their commits:
 UNDATED_RESULTS = {'throughput': '2026-11-30 02:25', 'solver_overhead': '2026-11-29 19:18',
-                   'train_speed': '2026-11-30 14:29', 'memory_vs_steps': '2026-12-01 16:00'}
+                   'memory_vs_steps': '2026-12-01 16:00'}
 SPEED_REWRITES = [('2026-11-30 12:58', 'eb1d4b8', 'the depth-stack rewrite',
                    '`ContinuousDepthStack` in place of the ODE block'),
                   ('2026-12-04 01:38', 'da6b887', 'the Runge–Kutta stepping rewrite',
@@ -1414,12 +1422,11 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'recipe_study.val_per_class': _budget_images('recipe_study', 'rows.0.budget', r'first (\d+)/class of val/'),
     'accuracy_vs_params.test_images': _budget_images('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget',
                                                      r'all (\d+) test images'),
-    **{f'train_speed.{setting}.{field}': _train_speed_row(setting, field)
-       for setting in ('bf16', 'compile_bf16') for field in ('stopped_after_s', 'updates')},
     'floor_45k_note': lambda c: _floor_note(c, '45k'),
     'min_seeds': lambda c: MIN_SEEDS,
     **{f'provenance.{n}': (lambda c, n=n: _provenance(c, n)) for n in UNDATED_RESULTS},
     'speed_rewrites': _speed_rewrites,
+    'bf16_over_fp32': _bf16_over_fp32,
     'release_3_steps_loss.odevit_tiny_cifar.c10': lambda c: _release_depth_loss(c, 'odevit_tiny_cifar.c10'),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
