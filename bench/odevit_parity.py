@@ -16,7 +16,7 @@ head, the current default. The JSON records no head init.
 The reference code is not part of this project. Pass a checkout of it:
 
     git clone https://github.com/Bycarkos/ODE-ViT /path/to/ODE-ViT
-    python bench/odevit_parity.py --reference-dir /path/to/ODE-ViT [--variants ours reference] [--seeds 0 1]
+    python bench/odevit_parity.py --reference-dir /path/to/ODE-ViT [--variants ours reference] [--seeds 0 1] [--device cuda]
 
 Rows accumulate in bench/results/odevit_parity.json across invocations at the same budget, so
 variants can run in separate processes (``--threads 1`` each, the default).
@@ -124,7 +124,7 @@ def main():
     p.add_argument('--variants', nargs='+', default=['ours', 'reference'], choices=list(VARIANTS))
     p.add_argument('--seeds', nargs='+', type=int, default=[0, 1])
     p.add_argument('--threads', type=int, default=1, help='torch CPU threads (the issue measured with 1)')
-    add_recipe_args(p, train_per_class=1000)
+    add_recipe_args(p, train_per_class=1000, device=True)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     reference = load_reference(args.reference_dir)
@@ -140,7 +140,8 @@ def main():
 
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
     probe_x = train[0][::len(train[0]) // 8][:8]
-    budget = subset_budget(args) + f'; {args.threads} CPU thread(s) per run'
+    where = f'{args.threads} CPU thread(s) per run' if args.device == 'cpu' else args.device
+    budget = subset_budget(args) + f'; {where}'
     out = RESULTS / 'odevit_parity.json'
 
     def earlier_rows() -> dict:  # re-read before every write: parallel invocations share the file
@@ -156,11 +157,13 @@ def main():
             model = build(impl, final_norm, reference)
             row = {'variant': name, 'implementation': impl, 'final_norm': final_norm, 'seed': seed,
                    'params_M': round(sum(q.numel() for q in model.parameters()) / 1e6, 4)}
-            row['train_s'] = round(fit(classification_task(model), model.parameters(), train, args, seed, args.epochs,
+            task = classification_task(model.to(args.device))
+            row['train_s'] = round(fit(task, model.parameters(), train, args, seed, args.epochs,
                                        log=lambda m, name=name, seed=seed: print(f'{name} seed {seed}: {m}', flush=True)))
             row['test_top1'] = accuracy(model, test)
             with torch.no_grad():
-                rms = state_rms(model.states(probe_x) if impl == 'reference' else trajectory(model, probe_x))
+                x = probe_x.to(args.device)
+                rms = state_rms(model.states(x) if impl == 'reference' else trajectory(model, x))
             row['state_rms'] = rms
             row['state_growth'] = round(rms[-1] / rms[0], 2)
             rows = {**earlier_rows(), (name, seed): row}
