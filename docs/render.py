@@ -1099,19 +1099,26 @@ def _speed_checks(ctx: Context) -> List[Tuple[str, dict, dict]]:
 def _bf16_over_fp32(ctx: Context) -> str:
     """bf16's time per update over fp32's in the release cycles' speed checks, without and with AVX512-BF16."""
     def span(bf16: bool) -> str:
-        r = [m['results']['bf16']['seconds'] / m['results']['fp32']['seconds'] for _, _, m in _speed_checks(ctx)
-             if ('avx512_bf16' in m['cpu_features']) == bf16]
-        return f'{min(r):.2f}–{max(r):.2f}× fp32\'s time per update ({len(r)} checks)' if r else 'not measured'
+        checks = [m['results'] for _, _, m in _speed_checks(ctx) if ('avx512_bf16' in m['cpu_features']) == bf16]
+        r = [res['bf16']['seconds'] / res['fp32']['seconds'] for res in checks]
+        dropped = sum(bool(res['bf16'].get('dropped')) for res in checks)
+        return (f'{min(r):.2f}–{max(r):.2f}× fp32\'s time per update ({len(r)} checks' +
+                (f'; in {dropped}, bf16 was timed on one update and dropped as slower)' if dropped else ')')
+                if r else 'not measured')
     return f'{span(False)} on the CPUs without AVX512-BF16, {span(True)} on those with it'
 
 
 def table_release_speed(ctx: Context) -> str:
     """The speed checks of the release cycles (``tools.speed``, interleaved updates; each record's ``speed``): seconds
     per update of each setting on the machine of that cycle, and the setting it chose."""
+    def cell(res: Optional[dict]) -> str:
+        if res is None:
+            return '–'
+        return f'{res["seconds"]:.3f}' + (f' (1 timed update; dropped: {res["dropped"]})' if res.get('dropped') else '')
     out = [[f'`{tag}`', c['cycle'], f'{m["hardware"]} ({", ".join(m["cpu_features"])})', m['updates'],
-            *(f'{m["results"][k]["seconds"]:.3f}' if k in m['results'] else '–' for k in SPEED_SETTINGS),
-            c['speed']['setting']] for tag, c, m in _speed_checks(ctx)]
-    return md_table(['release', 'cycle', 'machine (CPU features)', 'updates'] +
+            *(cell(m['results'].get(k)) for k in SPEED_SETTINGS), c['speed']['setting']]
+           for tag, c, m in _speed_checks(ctx)]
+    return md_table(['release', 'cycle', 'machine (CPU features)', 'updates (the first untimed)'] +
                     [f'{k} (s / update)' for k in SPEED_SETTINGS] + ['chosen'], out)
 
 
@@ -1427,6 +1434,8 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     **{f'provenance.{n}': (lambda c, n=n: _provenance(c, n)) for n in UNDATED_RESULTS},
     'speed_rewrites': _speed_rewrites,
     'bf16_over_fp32': _bf16_over_fp32,
+    'speed_checked': lambda c: (f'{len(_speed_checks(c))} of the '
+                                f'{sum(len(r["cycles"]["cycles"]) for r in releases(c))} release cycles'),
     'release_3_steps_loss.odevit_tiny_cifar.c10': lambda c: _release_depth_loss(c, 'odevit_tiny_cifar.c10'),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
