@@ -231,6 +231,23 @@ def test_card_carries_details_labels_curve_and_citation(exported):
     assert '@misc{boned2025odevit' in card and 'eprint = {2511.16501}' in card
 
 
+@pytest.mark.parametrize('kd, shown, hidden', [
+    ({}, [], ['kd_']),  # train.py's kd defaults without a teacher: no distillation ran
+    ({'kd_model_name': 'local-dir:teachers/mine', 'kd_distill_type': 'logit'},
+     ['kd_model_name=local-dir:teachers/mine', 'kd_distill_type=logit'], ['kd_mapping']),
+    ({'kd_model_name': 'vit_small_patch16_224', 'kd_distill_type': 'trajectory', 'kd_mapping': 'arclength'},
+     ['kd_model_name=vit_small_patch16_224', 'kd_distill_type=trajectory', 'kd_mapping=arclength'], []),
+])
+def test_card_recipe_names_the_teacher_and_the_mapping(kd, shown, hidden):
+    from timm_odevit.model_card import model_card
+    args = {'epochs': 2, 'lr': 5e-4, 'kd_model_name': None, 'kd_distill_type': 'logit', 'kd_mapping': 'uniform', **kd}
+    card = model_card('odevit_tiny_cifar', timm.create_model('odevit_tiny_cifar', steps=2),
+                      {'top1': 50., 'top5': 90., 'images': 100, 'split': 'val', 'dataset': 'cifar10'},
+                      {'architecture': 'odevit_tiny_cifar', 'train_args': args})
+    recipe = re.search(r'Training: timm train.py.*?\n\((.*?)\)', card, re.S).group(1)
+    assert all(s in recipe for s in shown) and not any(h in recipe for h in hidden), recipe
+
+
 def test_every_code_block_of_the_card_runs_as_written(exported, capsys):
     folder, _, _ = exported
     hub.install_in_hf_cache(folder, 'timm-odevit/odevit_tiny_cifar.test')

@@ -68,7 +68,7 @@ def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: 
     pyplot's global state and backend are left alone)."""
     from matplotlib.figure import Figure
     epochs = [int(r['epoch']) + 1 for r in rows]  # train.py's epochs are 0-based
-    ax = Figure(figsize=(5.5, 3.4), dpi=110).subplots()
+    ax = Figure(figsize=(5.5, 3.4), dpi=110, layout='tight').subplots()
     ax.plot(epochs, [r['eval_top1'] for r in rows], 'o-', color='C0', label='validation top-1')
     ax.set_xlabel('epoch')
     ax.set_ylabel('validation top-1 (%)', color='C0')
@@ -78,7 +78,6 @@ def plot_learning_curve(rows: List[Dict[str, float]], out: pathlib.Path, title: 
         loss.plot(epochs, [r['train_loss'] for r in rows], 's--', color='C1', ms=3, label='train loss')
         loss.set_ylabel('train loss', color='C1')
     ax.set_title(title, fontsize=10)
-    ax.figure.tight_layout()
     ax.figure.savefig(out)
 
 
@@ -151,13 +150,15 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
 # train.py arguments the card's recipe line names: a 0 is shown where it switches off a default that is on
 RECIPE_KEYS = ('epochs', 'batch_size', 'opt', 'lr', 'weight_decay', 'sched', 'warmup_epochs', 'smoothing', 'hflip',
                'color_jitter', 'mixup', 'cutmix', 'aa', 'model_ema', 'model_ema_decay', 'clip_grad', 'train_split',
-               'val_split')
+               'val_split', 'kd_model_name', 'kd_distill_type', 'kd_mapping')  # kd_*: the teacher and how it taught
 _ZERO_SHOWN = {'color_jitter', 'hflip', 'warmup_epochs'}
 
 
 def _shown(key: str, args: Dict[str, Any]) -> bool:
     value = args.get(key)
-    if value is None or value is False or value == '' or (key == 'model_ema_decay' and not args.get('model_ema')):
+    off = {'model_ema_decay': not args.get('model_ema'), 'kd_distill_type': not args.get('kd_model_name'),
+           'kd_mapping': args.get('kd_distill_type') != 'trajectory'}  # a knob shown only where it acted
+    if value is None or value is False or value == '' or off.get(key):
         return False
     return key in _ZERO_SHOWN or value != 0
 

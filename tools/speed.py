@@ -12,7 +12,9 @@ setting more than ``max_slowdown`` x slower than fp32 after its first timed upda
 ``--hours H`` sizes the cycle to the time left: the chosen setting's measured training and evaluation speed and
 the sizes of the config's train and validation splits give the whole epochs that fit in H hours; ``--epochs N``,
 added to the flags, is the largest N whose run fits them as timm's scheduler counts its epochs (a warm-up prefix,
-cycles and cooldown epochs included), so the schedule ends within the time.
+cycles and cooldown epochs included), so the schedule ends within the time. A teacher the config names (``kd_model_name``,
+``kd_distill_type`` logit or trajectory) runs in every timed update, as in train.py; one given on train.py's command
+line only is not measured: name it in the config.
 stdout: the flags for train.py (empty for fp32); stderr: the measurement; ``--out``: it as JSON.
 """
 import argparse
@@ -221,11 +223,31 @@ def load_batches(data_dir: Optional[str], model, batch_size: int, count: int, sp
     return [(images[i:i + batch_size], labels[i:i + batch_size]) for i in range(0, n, batch_size)]
 
 
+def distillation_task(student, cfg: dict, device: str = 'cpu'):
+    """The distillation task train.py builds for a config's ``kd_*`` keys (``kd_model_name``: the teacher): timm's
+    logit KD, or this package's trajectory distillation as the wrapper builds it; ValueError for another kind."""
+    import torch
+    from timm.task import LogitDistillationTask
+    from timm_odevit.tasks import TrajectoryDistillationTask
+    from timm_odevit.train import KD_FLAGS, KD_TASK_NAMES
+    kind, teacher, criterion = cfg.get('kd_distill_type', 'logit'), cfg['kd_model_name'], torch.nn.CrossEntropyLoss()
+    if kind == 'logit':
+        return LogitDistillationTask(student, teacher, criterion=criterion, loss_type=cfg.get('kd_loss_type', 'kl'),
+                                     temperature=float(cfg.get('kd_temperature', 4.0)), device=torch.device(device),
+                                     verbose=False)
+    if kind == 'trajectory':
+        flags = {KD_TASK_NAMES.get(k, k[3:]): cfg.get(k, spec['default']) for k, spec in KD_FLAGS.items()}
+        return TrajectoryDistillationTask(student, teacher, criterion=criterion, mean=cfg.get('mean'),
+                                          std=cfg.get('std'), device=torch.device(device), verbose=False, **flags)
+    raise ValueError(f"kd_distill_type {kind!r}: the speed check builds logit and trajectory distillation only")
+
+
 def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: str = 'cpu', seed: int = 0,
-                initial_checkpoint: Optional[str] = None):
+                initial_checkpoint: Optional[str] = None, kd: Optional[dict] = None):
     """``make_step`` for :func:`measure`: each setting trains its own copy of one initial model (AdamW,
     cross-entropy), as train.py would run it with the setting's flags; ``initial_checkpoint``: its weights, loaded
-    as train.py's ``--initial-checkpoint`` loads them (a cycle's start: the released weights)."""
+    as train.py's ``--initial-checkpoint`` loads them (a cycle's start: the released weights); ``kd``: a config with
+    a teacher (``kd_model_name``): every update runs its :func:`distillation_task`, the teacher's forward included."""
     import copy
     import timm
     import torch
@@ -241,7 +263,8 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
         channels_last, dtype = layout_and_dtype(setting)
         if channels_last:
             model.to(memory_format=torch.channels_last)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+        task = distillation_task(model, kd, device) if kd else None
+        optimizer = torch.optim.AdamW([p for p in (task or model).parameters() if p.requires_grad], lr=lr)
         updates = iter(range(1 << 30))
 
         def step(batch) -> float:
@@ -252,8 +275,11 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
                 x = x.contiguous(memory_format=torch.channels_last)
             with torch.autocast(device_type=torch.device(device).type, dtype=dtype or torch.float32,
                                 enabled=dtype is not None):
-                out = model(x)
-                loss = torch.nn.functional.cross_entropy(out[-1] if isinstance(out, (list, tuple)) else out, y)
+                if task is not None:
+                    loss = task(x, y)['loss']
+                else:
+                    out = model(x)
+                    loss = torch.nn.functional.cross_entropy(out[-1] if isinstance(out, (list, tuple)) else out, y)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -284,14 +310,16 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
         raise ValueError(f'need updates >= 2 (one warm-up, one timed) and batch_size >= 1; got {updates}, {batch_size}')
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     kwargs = dict(cfg.get('model_kwargs') or {}, num_classes=cfg.get('num_classes', 10))
+    teacher = cfg.get('kd_model_name')
     make_step, model = model_steps(cfg['model'], kwargs, lr=float(cfg.get('lr', 5e-4)), device=device,
-                                   initial_checkpoint=initial_checkpoint)
+                                   initial_checkpoint=initial_checkpoint, kd=cfg if teacher else None)
     batches = load_batches(data_dir, model, batch_size, updates, split=cfg.get('train_split', 'train'))
     results = measure(make_step, batches, settings)
     choice = choose(results, tolerance, min_speedup)
     record = {'choice': choice, 'flags': flags(choice), 'results': results, 'tolerance': tolerance,
               'min_speedup': min_speedup, 'initial_checkpoint': initial_checkpoint,
               'model': cfg['model'], 'model_kwargs': kwargs, 'batch_size': batch_size, 'updates': updates,
+              'teacher': teacher and f"{teacher} ({cfg.get('kd_distill_type', 'logit')} distillation)",
               'data': data_dir or 'random noise (loss check weaker than on images)', 'device': device,
               'hardware': hardware(), 'cpu_features': cpu_features(), 'torch': torch.__version__}
     for name, r in results.items():
@@ -302,7 +330,8 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
                  if name != REFERENCE and not r['dropped'] else '')
               + (f"; dropped: {r['dropped']}" if r['dropped'] else ''), file=log)
     print(f"speed: chose {choice} ({' '.join(record['flags']) or 'no flags'}) on {record['hardware']}, "
-          f"CPU features {record['cpu_features']}", file=log)
+          f"CPU features {record['cpu_features']}" + (f"; every update ran the teacher {teacher}" if teacher else ''),
+          file=log)
     if hours is not None:
         record['epochs'] = fit_epochs(cfg, data_dir, model, batches, choice, results[choice]['seconds'], batch_size,
                                       hours, device, log)

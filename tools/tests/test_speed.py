@@ -1,4 +1,5 @@
 """The speed setting of a machine: the selection rule on a fake clock and fake losses, and one tiny real run."""
+import io
 import json
 import math
 
@@ -261,3 +262,38 @@ def test_the_epochs_flag_counts_what_timms_scheduler_runs(cfg, flag):
     assert speed.epochs_flag(cfg, 9, 4500, 1.0) == flag
     with pytest.raises(ValueError, match='runs more than the 2 epochs'):
         speed.epochs_flag({'cooldown_epochs': 2}, 2, 4500, 1.0)
+
+
+@pytest.fixture(scope='module')
+def local_teacher(tmp_path_factory):
+    """A small timm ViT saved as a local-dir folder (config.json with its model args, model.safetensors)."""
+    import timm
+    import torch
+    torch.manual_seed(3)
+    args = {'img_size': 32, 'patch_size': 8, 'depth': 2, 'embed_dim': 48, 'num_heads': 2, 'num_classes': 10}
+    folder = tmp_path_factory.mktemp('teacher')
+    timm.models.save_for_hf(timm.create_model('vit_tiny_patch16_224', **args), folder, model_args=args)
+    return folder
+
+
+@pytest.mark.parametrize('kind', ['logit', 'trajectory'])
+def test_a_teacher_the_config_names_runs_in_every_timed_update(tmp_path, local_teacher, kind):
+    """Same weights, same batches: the distilled run's loss is the student's CE plus the teacher's term, so it
+    differs from the student-only loss; the record names the teacher."""
+    base = 'model: odevit_tiny_cifar\nmodel_kwargs: {steps: 2}\nnum_classes: 10\nlr: 1.0e-4\n'
+    records = {}
+    for name, extra in (('student', ''), ('kd', f'kd_model_name: local-dir:{local_teacher}\nkd_distill_type: {kind}\n')):
+        (tmp_path / f'{name}.yaml').write_text(base + extra)
+        records[name] = speed.select(str(tmp_path / f'{name}.yaml'), batch_size=4, updates=2, settings=['fp32'],
+                                     log=io.StringIO())
+    assert records['student']['teacher'] is None
+    assert records['kd']['teacher'] == f'local-dir:{local_teacher} ({kind} distillation)'
+    assert records['kd']['results']['fp32']['loss'] != pytest.approx(records['student']['results']['fp32']['loss'])
+
+
+def test_a_distillation_the_check_cannot_build_is_an_error(tmp_path, local_teacher):
+    config = tmp_path / 'c.yaml'
+    config.write_text(f'model: odevit_tiny_cifar\nmodel_kwargs: {{steps: 1}}\nnum_classes: 10\n'
+                      f'kd_model_name: local-dir:{local_teacher}\nkd_distill_type: token\n')
+    with pytest.raises(SystemExit, match="kd_distill_type 'token'"):
+        speed.main(['--config', str(config), '--batch-size', '2', '--updates', '2', '--settings', 'fp32'])
