@@ -243,8 +243,13 @@ def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Option
     if speed_record is not None:
         if speed_record.get('choice') != used:
             raise ValueError(f"the speed measurement chose {speed_record.get('choice')!r} but the run used {used!r}")
+        timed = speed_record.get('teacher')  # a teacher's forward is part of every update: it must be the run's
+        ran = {k: args.get(k) for k in ('kd_model_name', 'kd_distill_type')} if args.get('kd_model_name') else None
+        if timed != ran:
+            raise ValueError(f'the speed measurement timed the teacher {timed} but the run distilled from {ran}: '
+                             "measure with a config that names the run's teacher (kd_model_name, kd_distill_type)")
         entry['measured'] = {k: speed_record.get(k) for k in ('results', 'hardware', 'cpu_features', 'batch_size',
-                                                              'updates', 'tolerance')}
+                                                              'updates', 'tolerance', 'teacher')}
         if speed_record.get('epochs'):  # `--hours`: how the cycle's length was sized
             entry['measured']['epochs'] = speed_record['epochs']
     return entry

@@ -319,7 +319,7 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     record = {'choice': choice, 'flags': flags(choice), 'results': results, 'tolerance': tolerance,
               'min_speedup': min_speedup, 'initial_checkpoint': initial_checkpoint,
               'model': cfg['model'], 'model_kwargs': kwargs, 'batch_size': batch_size, 'updates': updates,
-              'teacher': teacher and f"{teacher} ({cfg.get('kd_distill_type', 'logit')} distillation)",
+              'teacher': teacher and {'kd_model_name': teacher, 'kd_distill_type': cfg.get('kd_distill_type', 'logit')},
               'data': data_dir or 'random noise (loss check weaker than on images)', 'device': device,
               'hardware': hardware(), 'cpu_features': cpu_features(), 'torch': torch.__version__}
     for name, r in results.items():

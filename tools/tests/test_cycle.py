@@ -262,6 +262,19 @@ def test_a_stated_speed_must_be_the_runs():
         cycle.check_speed(args, '--epochs 9', None)  # fp32's flags, not the run's bf16
 
 
+def test_the_speed_measurement_must_have_timed_the_runs_teacher():
+    teacher = {'kd_model_name': 'local-dir:release/teacher', 'kd_distill_type': 'logit'}
+    distilled = {**teacher, 'amp': False}
+    entry = cycle.check_speed(distilled, None, {'choice': 'fp32', 'teacher': teacher})
+    assert entry['measured']['teacher'] == teacher
+    for args, record in (  # student-only timing of a distilled run, the other way round, another kind or teacher
+            (distilled, {'choice': 'fp32'}), ({'kd_distill_type': 'logit'}, {'choice': 'fp32', 'teacher': teacher}),
+            ({**distilled, 'kd_distill_type': 'trajectory'}, {'choice': 'fp32', 'teacher': teacher}),
+            ({**distilled, 'kd_model_name': 'hf-hub:org/other'}, {'choice': 'fp32', 'teacher': teacher})):
+        with pytest.raises(ValueError, match="names the run's teacher"):
+            cycle.check_speed(args, None, record)
+
+
 def test_not_beating_the_noise_leaves_the_release_untouched(release, run_of, data):
     before = _digest(release)
     run = run_of(rows=((0, 39.0), (1, 50.5)))

@@ -287,7 +287,7 @@ def test_a_teacher_the_config_names_runs_in_every_timed_update(tmp_path, local_t
         records[name] = speed.select(str(tmp_path / f'{name}.yaml'), batch_size=4, updates=2, settings=['fp32'],
                                      log=io.StringIO())
     assert records['student']['teacher'] is None
-    assert records['kd']['teacher'] == f'local-dir:{local_teacher} ({kind} distillation)'
+    assert records['kd']['teacher'] == {'kd_model_name': f'local-dir:{local_teacher}', 'kd_distill_type': kind}
     assert records['kd']['results']['fp32']['loss'] != pytest.approx(records['student']['results']['fp32']['loss'])
 
 
