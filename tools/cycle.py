@@ -277,10 +277,32 @@ def merged_summary(release_rows: List[Dict[str, str]], run_rows: List[Dict[str, 
     return rows + [{'cycle': cycle, **r} for r in run_rows]
 
 
+def checkout_commit() -> str:
+    """HEAD of the checkout the tooling runs from, with '+dirty' when tracked files other than the release folders
+    and the package's copies of their weights (which the tooling writes) differ from it; 'unknown' outside git."""
+    import subprocess
+
+    def git(*a) -> str:
+        try:
+            return subprocess.run(['git', '-C', str(pathlib.Path(__file__).resolve().parent), *a], capture_output=True,
+                                  text=True).stdout.strip()
+        except OSError:
+            return ''
+    head = git('rev-parse', 'HEAD')
+    dirty = head and git('status', '--porcelain', '--untracked-files=no', '--', ':/', ':(exclude,top)release',
+                         ':(exclude,top)timm_odevit/weights')
+    return (head or 'unknown') + ('+dirty' if dirty else '')
+
+
 def cycle_entry(number: int, command: str, run: Dict[str, Any], best: Dict[str, Any], held: Dict[str, Any],
                 speed: Dict[str, Any], metrics: Dict[str, Any], **more) -> Dict[str, Any]:
-    """A cycle of the record: what the run did and what was measured (held-out and test top-1, images, NFE)."""
-    return {'cycle': number, 'command': command.strip(), 'speed': speed, 'seconds': run['train_time'].get('seconds'),
+    """A cycle of the record: what the run did and what was measured (held-out and test top-1, images, NFE), and
+    where the tooling recorded it (the checkout's commit, the UTC date; the run's machine is ``hardware``)."""
+    import datetime
+    recorded = {'commit': checkout_commit(),
+                'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}
+    return {'cycle': number, 'command': command.strip(), 'recorded': recorded, 'speed': speed,
+            'seconds': run['train_time'].get('seconds'),
             'hardware': run['train_time'].get('hardware'), 'epochs': len(run['rows']), 'best_epoch': best['epoch'],
             'weights': best['weights'], 'val_top1': round(best['top1'], 4), 'val_split': held['split'],
             'val_images': held['images'], 'test_top1': round(metrics['top1'], 2), 'test_images': metrics['images'],

@@ -126,6 +126,9 @@ def test_init_records_cycle_zero_from_its_run_and_the_measured_test_split(releas
     c0 = record['cycles'][0]
     assert (c0['cycle'], c0['epochs'], c0['best_epoch'], c0['weights'], c0['command']) == (0, 3, 1, 'raw', FIRST)
     assert c0['seconds'] == 1800.0 and c0['hardware'] == 'Test CPU' and c0['speed'] == {'setting': 'fp32'}
+    head = subprocess.run(['git', '-C', str(pathlib.Path(cycle.__file__).parent), 'rev-parse', 'HEAD'],
+                          capture_output=True, text=True).stdout.strip()
+    assert c0['recorded']['commit'].split('+')[0] == (head or 'unknown') and c0['recorded']['date'].startswith('20')
     assert (c0['val_split'], c0['val_images'], c0['test_images']) == ('val', 20, 20) and c0['note'] == 'test'
     measured = hub.evaluate(timm.create_model(f'local-dir:{release}', pretrained=True), str(data), 'test')
     assert record['test'] == {'top1': round(measured['top1'], 2), 'top5': round(measured['top5'], 2), 'images': 20,
