@@ -111,7 +111,7 @@ def measure(make_step: Callable[[str], Callable], batches: Sequence, settings: I
             ref = times[REFERENCE][-1]
             for name in settings:
                 if name not in dropped and times[name][-1] > max_slowdown * ref:
-                    dropped[name] = f'{times[name][-1] / ref:.1f}x slower than fp32 per update'
+                    dropped[name] = f'{times[name][-1] / ref:.1f}x slower than fp32'
     out = {}
     for name in settings:
         timed = times[name][warmup:]
