@@ -1029,8 +1029,20 @@ def _distill_choice(ctx: Context) -> str:
     ho = {arm: distill(ctx, arm, 'held_out') for arm in DISTILL_ARMS}
     short = [arm for arm, v in ho.items() if len(v) < MIN_SEEDS]
     if short:
-        return f'not yet made: {", ".join(f"`{a}`" for a in short)} {"has" if len(short) == 1 else "have"} fewer ' \
+        made = f'not yet made: {", ".join(f"`{a}`" for a in short)} {"has" if len(short) == 1 else "have"} fewer ' \
                f'than {MIN_SEEDS} runs'
+        if any(not a.startswith('traj_') or not ho[a] for a in short):
+            return made
+        # a short trajectory arm wins only with a mean above both others' by the floor, which more runs can only widen
+        bar = max(mean(ho['scratch']), mean(ho['logit_kd'])) + compare(ctx, 'heldout-45k-distill', ho['scratch'],
+                                                                        ho['logit_kd'])['floor']
+        need = {a: (bar * MIN_SEEDS - sum(ho[a])) / (MIN_SEEDS - len(ho[a])) for a in short}
+        best = max((a for a in ho if a not in short), key=lambda a: mean(ho[a]))
+        top = max(v for runs in ho.values() for v in runs)
+        return (f'{made}; to win, their missing runs would need at least '
+                f'{", ".join(f"{need[a]:.1f} % (`{a}`)" for a in short)} held-out top-1 on average, against '
+                f'{top:.2f} for the best run so far, so the release cycles go ahead with `{best}`, the best arm on '
+                'held-out with its runs complete')
     traj = max((a for a in ho if a.startswith('traj_')), key=lambda a: mean(ho[a]))
     beats = [compare(ctx, 'heldout-45k-distill', ho[traj], ho[b]) for b in ('scratch', 'logit_kd')]
     n = max(c['floor'] for c in beats)
