@@ -2,8 +2,8 @@
 
 Every variant is trained with the shared recipe (bench/_train.py), the same data order and seed
 on a CIFAR-10 subset, and tested on held-out test images; the discrete ViT of ODE-ViT's parameters
-(``vit_odevit_tiny_cifar_params_matched``) at the same budget is the anchor (earlier rows' ``anchor_discrete_vit`` is
-the one of bViT's, 0.46M: not matched to ODE-ViT, kept for its rows only). The default is the registered odevit_tiny_cifar at 6 Euler steps:
+(``vit_odevit_tiny_cifar_params_matched``) at the same budget is the anchor (earlier rows'
+``anchor_discrete_vit`` is the one of bViT's, 0.46M: not matched to ODE-ViT, kept for its rows only). The default is the registered odevit_tiny_cifar at 6 Euler steps:
 emulated depth s = 12 over t ∈ [0, 1], so each Euler step moves the state by h·s = 2 "blocks".
 Knobs: the effective step h·s (depth_scale, steps), registers, attention type, learning rate,
 and the field's norm (``field_norm='layer'``: LayerNorm instead of the paper's CenterNorm).

@@ -152,6 +152,34 @@ def test_distillation_study_renders_its_arms_and_chooses_on_held_out(tmp_path):
     c = render.run_comparison(ctx, 'distill_traj_uniform_vs_scratch')
     assert c['delta'] == pytest.approx(1.5) and not c['preliminary'] and c['budget'] == '45k-distill'
     assert render.BUDGETS['heldout-45k-distill'].images == 5000
+    # arms short of 3 runs: the rule waits, with the bound their missing runs would have to reach (the range floor here:
+    # traj_uniform's 45-50, 5 points) and, only where that is out of reach, the best complete arm
+    partial = {**flat, 'traj_uniform': [45.0, 50.0, 47.0], 'traj_softmax': [40.0, 40.5],
+               'traj_no_attention': [40.0, 40.5], 'logit_kd': [52.0, 52.5, 53.0]}
+    text = render._distill_choice(study(partial))
+    need = 3 * (52.5 + 5.0) - 80.5  # 92.0 % for the third run
+    assert text.startswith('not yet made') and f'at least {need:.1f} % (`traj_softmax`)' in text
+    assert text.endswith('go ahead with `logit_kd`, the best arm on held-out with its runs complete')
+    close = render._distill_choice(study({**partial, 'traj_softmax': [57.0, 58.0], 'traj_no_attention': [57.0, 58.0]}))
+    assert 'at least 57.5 %' in close and 'go ahead' not in close  # within reach of the best run (58) + the floor
+
+
+def test_the_trained_grid_sentence_gives_its_margins_against_the_floor(tmp_path):
+    import json
+
+    def sweep(*seeds):  # per seed: (euler 6, euler 8, euler 24) test top-1
+        runs = {('odevit_tiny_cifar' + (f'@seed{s}' if s else '')): {
+            'seed': s, 'kwargs': {'steps': 6}, 'test_top1': e6, 'inference_grid_sweep': {'test_top1': [
+                {'method': 'euler', 'steps': 6, 'top1': e6}, {'method': 'euler', 'steps': 8, 'top1': e8},
+                {'method': 'euler', 'steps': 24, 'top1': e24}]}} for s, (e6, e8, e24) in enumerate(seeds)}
+        (tmp_path / 'accuracy_vs_params.json').write_text(json.dumps({'runs': runs}))
+        return render._grid_best_own(render.Context(results=tmp_path))
+
+    assert sweep() == 'none of its seeds (no sweep run)'
+    assert sweep((50.0, 49.0, 45.0), (51.0, 50.5, 44.0), (50.5, 50.0, 46.0)).startswith(
+        '3 of its 3 seeds, by +0.50 to +1.00 points over the next-best grid (all within')
+    far = sweep((50.0, 49.0, 45.0), (50.5, 50.0, 44.0), (50.2, 55.5, 46.0))  # a seed whose trained grid lost by 5.3
+    assert far.startswith('2 of its 3 seeds, by -5.30 to +1.00') and '(not all within' in far  # floor ~3.2 (sampling)
 
 
 def test_bench_readme_times_a_run_per_machine_when_its_rows_name_theirs(tmp_path):

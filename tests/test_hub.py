@@ -234,13 +234,16 @@ def test_card_carries_details_labels_curve_and_citation(exported):
 @pytest.mark.parametrize('kd, shown, hidden', [
     ({}, [], ['kd_']),  # train.py's kd defaults without a teacher: no distillation ran
     ({'kd_model_name': 'local-dir:teachers/mine', 'kd_distill_type': 'logit'},
-     ['kd_model_name=local-dir:teachers/mine', 'kd_distill_type=logit'], ['kd_mapping']),
-    ({'kd_model_name': 'vit_small_patch16_224', 'kd_distill_type': 'trajectory', 'kd_mapping': 'arclength'},
-     ['kd_model_name=vit_small_patch16_224', 'kd_distill_type=trajectory', 'kd_mapping=arclength'], []),
+     ['kd_model_name=local-dir:teachers/mine', 'kd_distill_type=logit'], ['kd_mapping', 'kd_model_kwargs', 'kd_teacher']),
+    ({'kd_model_name': 'vit_small_patch16_224', 'kd_distill_type': 'trajectory', 'kd_mapping': 'arclength',
+      'kd_teacher_checkpoint': 'teacher.pth.tar', 'kd_model_kwargs': {'img_size': 32}},
+     ['kd_model_name=vit_small_patch16_224', 'kd_distill_type=trajectory', 'kd_mapping=arclength',
+      'kd_teacher_checkpoint=teacher.pth.tar', "kd_model_kwargs={'img_size': 32}"], []),
 ])
 def test_card_recipe_names_the_teacher_and_the_mapping(kd, shown, hidden):
     from timm_odevit.model_card import model_card
-    args = {'epochs': 2, 'lr': 5e-4, 'kd_model_name': None, 'kd_distill_type': 'logit', 'kd_mapping': 'uniform', **kd}
+    args = {'epochs': 2, 'lr': 5e-4, 'kd_model_name': None, 'kd_distill_type': 'logit', 'kd_mapping': 'uniform',
+            'kd_teacher_checkpoint': None, 'kd_model_kwargs': {}, **kd}  # train.py's defaults, then the run's
     card = model_card('odevit_tiny_cifar', timm.create_model('odevit_tiny_cifar', steps=2),
                       {'top1': 50., 'top5': 90., 'images': 100, 'split': 'val', 'dataset': 'cifar10'},
                       {'architecture': 'odevit_tiny_cifar', 'train_args': args})

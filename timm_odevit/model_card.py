@@ -45,8 +45,7 @@ def gmacs(model: torch.nn.Module) -> float:
     from torch.utils import flop_counter
     cpu_kernel = getattr(torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None)  # torch >= 2.2
     count = {cpu_kernel: lambda q, k, v, *args, **kwargs: flop_counter.sdpa_flop_count(q, k, v)} if cpu_kernel else {}
-    counter = flop_counter.FlopCounterMode(display=False, custom_mapping=count)
-    with counter, torch.no_grad():
+    with flop_counter.FlopCounterMode(display=False, custom_mapping=count) as counter, torch.no_grad():
         model.eval()(torch.zeros(1, *model.pretrained_cfg.get('input_size', (3, 32, 32))))
     return counter.get_total_flops() / 2e9
 
@@ -150,7 +149,8 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
 # train.py arguments the card's recipe line names: a 0 is shown where it switches off a default that is on
 RECIPE_KEYS = ('epochs', 'batch_size', 'opt', 'lr', 'weight_decay', 'sched', 'warmup_epochs', 'smoothing', 'hflip',
                'color_jitter', 'mixup', 'cutmix', 'aa', 'model_ema', 'model_ema_decay', 'clip_grad', 'train_split',
-               'val_split', 'kd_model_name', 'kd_distill_type', 'kd_mapping')  # kd_*: the teacher and how it taught
+               'val_split', 'kd_model_name', 'kd_model_kwargs', 'kd_teacher_checkpoint', 'kd_distill_type',
+               'kd_mapping')  # kd_*: the teacher (name, kwargs, weights file) and the kind of distillation
 _ZERO_SHOWN = {'color_jitter', 'hflip', 'warmup_epochs'}
 
 
@@ -158,7 +158,7 @@ def _shown(key: str, args: Dict[str, Any]) -> bool:
     value = args.get(key)
     off = {'model_ema_decay': not args.get('model_ema'), 'kd_distill_type': not args.get('kd_model_name'),
            'kd_mapping': args.get('kd_distill_type') != 'trajectory'}  # a knob shown only where it acted
-    if value is None or value is False or value == '' or off.get(key):
+    if value is None or value is False or value in ('', {}) or off.get(key):
         return False
     return key in _ZERO_SHOWN or value != 0
 

@@ -228,7 +228,7 @@ def speed_of(args: Dict[str, Any]) -> str:
 def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Optional[Dict]) -> Dict[str, Any]:
     """The speed entry of a cycle: the setting the run used (args.yaml), with the measurement that chose it; a
     stated setting (``--speed``, a name or train.py flags) or measurement that disagrees with the run is an error."""
-    from .speed import SETTINGS
+    from .speed import SETTINGS, teacher_of
     used = speed_of(args)
     if speed is not None:
         stated = speed.strip()
@@ -243,11 +243,10 @@ def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Option
     if speed_record is not None:
         if speed_record.get('choice') != used:
             raise ValueError(f"the speed measurement chose {speed_record.get('choice')!r} but the run used {used!r}")
-        timed = speed_record.get('teacher')  # a teacher's forward is part of every update: it must be the run's
-        ran = {k: args.get(k) for k in ('kd_model_name', 'kd_distill_type')} if args.get('kd_model_name') else None
+        timed, ran = speed_record.get('teacher'), teacher_of(args)  # the teacher's work is part of every update
         if timed != ran:
             raise ValueError(f'the speed measurement timed the teacher {timed} but the run distilled from {ran}: '
-                             "measure with a config that names the run's teacher (kd_model_name, kd_distill_type)")
+                             "measure with a config that names the run's teacher and its flags (kd_*)")
         entry['measured'] = {k: speed_record.get(k) for k in ('results', 'hardware', 'cpu_features', 'batch_size',
                                                               'updates', 'tolerance', 'teacher')}
         if speed_record.get('epochs'):  # `--hours`: how the cycle's length was sized
@@ -277,21 +276,25 @@ def merged_summary(release_rows: List[Dict[str, str]], run_rows: List[Dict[str, 
     return rows + [{'cycle': cycle, **r} for r in run_rows]
 
 
-def checkout_commit() -> str:
-    """HEAD of the checkout the tooling runs from, with '+dirty' when tracked files other than the release folders
-    and the package's copies of their weights (which the tooling writes) differ from it; 'unknown' outside git."""
+def checkout_commit(root: Optional[pathlib.Path] = None) -> str:
+    """HEAD of the checkout at ``root`` (default: the tooling's), with '+dirty' when tracked files other than the
+    release folders and the package's copies of their weights (which the tooling writes) differ from it, '+unknown'
+    when git cannot tell; 'unknown' outside git."""
     import subprocess
 
-    def git(*a) -> str:
+    def git(*a) -> Optional[str]:
         try:
-            return subprocess.run(['git', '-C', str(pathlib.Path(__file__).resolve().parent), *a], capture_output=True,
-                                  text=True).stdout.strip()
+            done = subprocess.run(['git', '-C', str(root or pathlib.Path(__file__).resolve().parent), *a],
+                                  capture_output=True, text=True)
         except OSError:
-            return ''
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
     head = git('rev-parse', 'HEAD')
-    dirty = head and git('status', '--porcelain', '--untracked-files=no', '--', ':/', ':(exclude,top)release',
-                         ':(exclude,top)timm_odevit/weights')
-    return (head or 'unknown') + ('+dirty' if dirty else '')
+    if not head:
+        return 'unknown'
+    dirty = git('status', '--porcelain', '--untracked-files=no', '--', ':/', ':(exclude,top)release',
+                ':(exclude,top)timm_odevit/weights')
+    return head + ('+unknown' if dirty is None else '+dirty' if dirty else '')
 
 
 def cycle_entry(number: int, command: str, run: Dict[str, Any], best: Dict[str, Any], held: Dict[str, Any],

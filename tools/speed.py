@@ -12,9 +12,9 @@ setting more than ``max_slowdown`` x slower than fp32 after its first timed upda
 ``--hours H`` sizes the cycle to the time left: the chosen setting's measured training and evaluation speed and
 the sizes of the config's train and validation splits give the whole epochs that fit in H hours; ``--epochs N``,
 added to the flags, is the largest N whose run fits them as timm's scheduler counts its epochs (a warm-up prefix,
-cycles and cooldown epochs included), so the schedule ends within the time. A teacher the config names (``kd_model_name``,
-``kd_distill_type`` logit or trajectory) runs in every timed update, as in train.py; one given on train.py's command
-line only is not measured: name it in the config.
+cycles and cooldown epochs included), so the schedule ends within the time. A teacher the config names
+(``kd_model_name``, ``kd_distill_type`` logit or trajectory) runs in every timed update, as in train.py; one given on
+train.py's command line only is not measured: name it in the config.
 stdout: the flags for train.py (empty for fp32); stderr: the measurement; ``--out``: it as JSON.
 """
 import argparse
@@ -223,6 +223,17 @@ def load_batches(data_dir: Optional[str], model, batch_size: int, count: int, sp
     return [(images[i:i + batch_size], labels[i:i + batch_size]) for i in range(0, n, batch_size)]
 
 
+def teacher_of(cfg: dict) -> Optional[Dict]:
+    """The distillation a train.py config or a run's args.yaml names: the teacher (``kd_model_name``), the kind
+    (``kd_distill_type``, train.py's default logit) and the trajectory flags it sets away from their defaults; None
+    without a teacher. Two runs with the same one cost the same per update."""
+    from timm_odevit.train import TRAJECTORY_DEFAULTS
+    if not cfg.get('kd_model_name'):
+        return None
+    return {'kd_model_name': cfg['kd_model_name'], 'kd_distill_type': cfg.get('kd_distill_type') or 'logit',
+            **{k: cfg[k] for k, default in TRAJECTORY_DEFAULTS.items() if k in cfg and cfg[k] != default}}
+
+
 def distillation_task(student, cfg: dict, device: str = 'cpu'):
     """The distillation task train.py builds for a config's ``kd_*`` keys (``kd_model_name``: the teacher): timm's
     logit KD, or this package's trajectory distillation as the wrapper builds it; ValueError for another kind."""
@@ -230,16 +241,22 @@ def distillation_task(student, cfg: dict, device: str = 'cpu'):
     from timm.task import LogitDistillationTask
     from timm_odevit.tasks import TrajectoryDistillationTask
     from timm_odevit.train import KD_FLAGS, KD_TASK_NAMES
-    kind, teacher, criterion = cfg.get('kd_distill_type', 'logit'), cfg['kd_model_name'], torch.nn.CrossEntropyLoss()
+    kind, teacher = check_distillation(cfg), cfg['kd_model_name']
+    common = dict(criterion=torch.nn.CrossEntropyLoss(), device=torch.device(device), verbose=False,
+                  **{k: cfg.get(k) for k in ('distill_loss_weight', 'task_loss_weight')})  # as train.py passes them
     if kind == 'logit':
-        return LogitDistillationTask(student, teacher, criterion=criterion, loss_type=cfg.get('kd_loss_type', 'kl'),
-                                     temperature=float(cfg.get('kd_temperature', 4.0)), device=torch.device(device),
-                                     verbose=False)
-    if kind == 'trajectory':
-        flags = {KD_TASK_NAMES.get(k, k[3:]): cfg.get(k, spec['default']) for k, spec in KD_FLAGS.items()}
-        return TrajectoryDistillationTask(student, teacher, criterion=criterion, mean=cfg.get('mean'),
-                                          std=cfg.get('std'), device=torch.device(device), verbose=False, **flags)
-    raise ValueError(f"kd_distill_type {kind!r}: the speed check builds logit and trajectory distillation only")
+        return LogitDistillationTask(student, teacher, loss_type=cfg.get('kd_loss_type', 'kl'),
+                                     temperature=float(cfg.get('kd_temperature', 4.0)), **common)
+    flags = {KD_TASK_NAMES.get(k, k[3:]): cfg.get(k, spec['default']) for k, spec in KD_FLAGS.items()}
+    return TrajectoryDistillationTask(student, teacher, mean=cfg.get('mean'), std=cfg.get('std'), **common, **flags)
+
+
+def check_distillation(cfg: dict) -> str:
+    """The config's kind of distillation; ValueError for one the speed check cannot build."""
+    kind = cfg.get('kd_distill_type') or 'logit'
+    if kind not in ('logit', 'trajectory'):
+        raise ValueError(f"kd_distill_type {kind!r}: the speed check builds logit and trajectory distillation only")
+    return kind
 
 
 def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: str = 'cpu', seed: int = 0,
@@ -264,7 +281,8 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
         if channels_last:
             model.to(memory_format=torch.channels_last)
         task = distillation_task(model, kd, device) if kd else None
-        optimizer = torch.optim.AdamW([p for p in (task or model).parameters() if p.requires_grad], lr=lr)
+        trained = task.get_trainable_module() if task is not None else model  # what train.py's optimizer gets
+        optimizer = torch.optim.AdamW(trained.parameters(), lr=lr)
         updates = iter(range(1 << 30))
 
         def step(batch) -> float:
@@ -310,7 +328,9 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
         raise ValueError(f'need updates >= 2 (one warm-up, one timed) and batch_size >= 1; got {updates}, {batch_size}')
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     kwargs = dict(cfg.get('model_kwargs') or {}, num_classes=cfg.get('num_classes', 10))
-    teacher = cfg.get('kd_model_name')
+    teacher = teacher_of(cfg)
+    if teacher:
+        check_distillation(cfg)
     make_step, model = model_steps(cfg['model'], kwargs, lr=float(cfg.get('lr', 5e-4)), device=device,
                                    initial_checkpoint=initial_checkpoint, kd=cfg if teacher else None)
     batches = load_batches(data_dir, model, batch_size, updates, split=cfg.get('train_split', 'train'))
@@ -319,7 +339,7 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     record = {'choice': choice, 'flags': flags(choice), 'results': results, 'tolerance': tolerance,
               'min_speedup': min_speedup, 'initial_checkpoint': initial_checkpoint,
               'model': cfg['model'], 'model_kwargs': kwargs, 'batch_size': batch_size, 'updates': updates,
-              'teacher': teacher and {'kd_model_name': teacher, 'kd_distill_type': cfg.get('kd_distill_type', 'logit')},
+              'teacher': teacher,
               'data': data_dir or 'random noise (loss check weaker than on images)', 'device': device,
               'hardware': hardware(), 'cpu_features': cpu_features(), 'torch': torch.__version__}
     for name, r in results.items():
@@ -329,9 +349,9 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
               + (f", faster than fp32 in {paired_wins(results, name):.0%} of the paired updates"
                  if name != REFERENCE and not r['dropped'] else '')
               + (f"; dropped: {r['dropped']}" if r['dropped'] else ''), file=log)
+    ran = f"; every update ran the teacher {teacher['kd_model_name']}" if teacher else ''
     print(f"speed: chose {choice} ({' '.join(record['flags']) or 'no flags'}) on {record['hardware']}, "
-          f"CPU features {record['cpu_features']}" + (f"; every update ran the teacher {teacher}" if teacher else ''),
-          file=log)
+          f"CPU features {record['cpu_features']}{ran}", file=log)
     if hours is not None:
         record['epochs'] = fit_epochs(cfg, data_dir, model, batches, choice, results[choice]['seconds'], batch_size,
                                       hours, device, log)

@@ -126,9 +126,7 @@ def test_init_records_cycle_zero_from_its_run_and_the_measured_test_split(releas
     c0 = record['cycles'][0]
     assert (c0['cycle'], c0['epochs'], c0['best_epoch'], c0['weights'], c0['command']) == (0, 3, 1, 'raw', FIRST)
     assert c0['seconds'] == 1800.0 and c0['hardware'] == 'Test CPU' and c0['speed'] == {'setting': 'fp32'}
-    head = subprocess.run(['git', '-C', str(pathlib.Path(cycle.__file__).parent), 'rev-parse', 'HEAD'],
-                          capture_output=True, text=True).stdout.strip()
-    assert c0['recorded']['commit'].split('+')[0] == (head or 'unknown') and c0['recorded']['date'].startswith('20')
+    assert c0['recorded']['commit'] == cycle.checkout_commit() and c0['recorded']['date'].startswith('20')
     assert (c0['val_split'], c0['val_images'], c0['test_images']) == ('val', 20, 20) and c0['note'] == 'test'
     measured = hub.evaluate(timm.create_model(f'local-dir:{release}', pretrained=True), str(data), 'test')
     assert record['test'] == {'top1': round(measured['top1'], 2), 'top5': round(measured['top5'], 2), 'images': 20,
@@ -265,6 +263,24 @@ def test_a_stated_speed_must_be_the_runs():
         cycle.check_speed(args, '--epochs 9', None)  # fp32's flags, not the run's bf16
 
 
+def test_the_recorded_commit_is_the_checkouts_and_says_when_it_differs(tmp_path):
+    def git(*a):
+        subprocess.run(['git', '-C', str(tmp_path), *a], check=True, capture_output=True)
+    assert cycle.checkout_commit(tmp_path) == 'unknown'  # not a git checkout
+    git('init', '-q')
+    for path in ('tools/x.py', 'release/tag/record.json', 'timm_odevit/weights/tag/model.safetensors'):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text('0')
+    git('add', '.')
+    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'c')
+    head = subprocess.run(['git', '-C', str(tmp_path), 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    (tmp_path / 'release/tag/record.json').write_text('1')  # what the tooling itself writes: still clean
+    (tmp_path / 'timm_odevit/weights/tag/model.safetensors').write_text('1')
+    assert cycle.checkout_commit(tmp_path / 'tools') == head
+    (tmp_path / 'tools/x.py').write_text('1')
+    assert cycle.checkout_commit(tmp_path / 'tools') == head + '+dirty'
+
+
 def test_the_speed_measurement_must_have_timed_the_runs_teacher():
     teacher = {'kd_model_name': 'local-dir:release/teacher', 'kd_distill_type': 'logit'}
     distilled = {**teacher, 'amp': False}
@@ -273,7 +289,9 @@ def test_the_speed_measurement_must_have_timed_the_runs_teacher():
     for args, record in (  # student-only timing of a distilled run, the other way round, another kind or teacher
             (distilled, {'choice': 'fp32'}), ({'kd_distill_type': 'logit'}, {'choice': 'fp32', 'teacher': teacher}),
             ({**distilled, 'kd_distill_type': 'trajectory'}, {'choice': 'fp32', 'teacher': teacher}),
-            ({**distilled, 'kd_model_name': 'hf-hub:org/other'}, {'choice': 'fp32', 'teacher': teacher})):
+            ({**distilled, 'kd_model_name': 'hf-hub:org/other'}, {'choice': 'fp32', 'teacher': teacher}),
+            ({**distilled, 'kd_distill_type': 'trajectory', 'kd_tokens': 'all'},  # a flag that changes the work
+             {'choice': 'fp32', 'teacher': {**teacher, 'kd_distill_type': 'trajectory'}})):
         with pytest.raises(ValueError, match="names the run's teacher"):
             cycle.check_speed(args, None, record)
 
