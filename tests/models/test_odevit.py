@@ -405,8 +405,8 @@ def test_blow_up_from_exploded_weights_blames_the_training_updates():
 
 
 def test_weight_diagnosis_statements_hold_for_the_packaged_release():
-    """The blow-up message compares with the trained releases ('single digits', 'under 100'): keep that true."""
+    """The blow-up message compares with the trained releases ('single digits', '≈ 100'): keep that true."""
     model = timm.create_model('odevit_tiny_cifar', pretrained=True)
     text = weight_diagnosis(model)
     largest, bound = (float(v) for v in re.search(r'largest spectral norm (\S+) .*?= (\S+) \(', text).groups())
-    assert 1 < largest < 10 and 20 < bound < 100 and 'blown up' not in text, text
+    assert 1 < largest < 10 and 70 < bound < 140 and 'blown up' not in text, text  # cycle 5: 104

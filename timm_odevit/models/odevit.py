@@ -169,7 +169,7 @@ def weight_diagnosis(model: 'ODEViT') -> str:
     gain = field.depth_scale * (value + mlp)
     text = (f'ODE-ViT field weights: largest spectral norm {norms[worst]:.3g} ({worst}; 1 at initialisation, '
             f'single digits in the trained releases), state growth-rate bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) = '
-            f'{gain:.3g} (≈ 20 at initialisation, under 100 in the trained releases).')
+            f'{gain:.3g} (≈ 20 at initialisation, ≈ 100 in the trained releases).')
     if norms[worst] > EXPLODED_SPECTRAL_NORM:
         text += (' The weights have blown up: the training updates were too large (optimiser, lr, no gradient '
                  'clipping), not the solver; train with --clip-grad 1 (or AdamW).')
