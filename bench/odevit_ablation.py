@@ -1,15 +1,17 @@
 """What ODE-ViT needs to train well at a small budget: one knob at a time on odevit_tiny_cifar.
 
 Every variant is trained with the shared recipe (bench/_train.py), the same data order and seed
-on a CIFAR-10 subset, and tested on held-out test images; the discrete ViT of ODE-ViT's parameters
-(``vit_odevit_tiny_cifar_params_matched``) at the same budget is the anchor (earlier rows'
-``anchor_discrete_vit`` is the one of bViT's, 0.46M: not matched to ODE-ViT, kept for its rows only). The default is the registered odevit_tiny_cifar at 6 Euler steps:
+on a CIFAR-10 subset, scored on a held-out split carved from the training images (the next
+``--holdout-per-class`` of each class, never trained on: where a knob is chosen) and on test images (which only
+report); the discrete ViT of ODE-ViT's parameters (``vit_odevit_tiny_cifar_params_matched``) at the same budget is
+the anchor. The default is the registered odevit_tiny_cifar at 6 Euler steps:
 emulated depth s = 12 over t ∈ [0, 1], so each Euler step moves the state by h·s = 2 "blocks".
 Knobs: the effective step h·s (depth_scale, steps), registers, attention type, learning rate,
 and the field's norm (``field_norm='layer'``: LayerNorm instead of the paper's CenterNorm).
 Rows accumulate in bench/results/odevit_ablation.json across invocations at the same budget.
 
-    python bench/odevit_ablation.py [--train-per-class 1500] [--epochs 2] [--variants default lr_3e-4 ...] [--device cuda]
+    python bench/odevit_ablation.py [--train-per-class 1500] [--holdout-per-class 200] [--epochs 2]
+                                    [--variants default lr_3e-4 ...] [--device cuda]
 """
 import argparse
 
@@ -18,7 +20,7 @@ import torch
 
 import timm_odevit  # noqa: F401
 from _data import load_split
-from _train import accuracy, add_recipe_args, classification_task, fit, subset_budget
+from _train import accuracy, add_holdout_arg, add_recipe_args, classification_task, fit, subset_budget
 from _util import RESULTS, gflops, read_result, seed_key, write_result
 
 # name -> (model, kwargs[, recipe overrides])
@@ -33,18 +35,19 @@ VARIANTS = {
     'l2_attention': ('odevit_tiny_cifar', {'steps': 6, 'attn_type': 'l2'}),
     'layernorm_field': ('odevit_tiny_cifar', {'steps': 6, 'field_norm': 'layer'}),
     'discrete_vit_odevit_params': ('vit_odevit_tiny_cifar_params_matched', {}),  # same budget, ODE-ViT's parameters
-    'anchor_discrete_vit': ('vit_tiny_cifar_params_matched', {}),  # bViT's 0.46M: its earlier rows only
 }
-DEFAULT_VARIANTS = [v for v in VARIANTS if v != 'anchor_discrete_vit']
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--variants', nargs='+', default=DEFAULT_VARIANTS, choices=list(VARIANTS))
+    p.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=list(VARIANTS))
     add_recipe_args(p, train_per_class=1500, device=True)
+    add_holdout_arg(p, 200)
     args = p.parse_args()
     train, test = load_split(args.data, 'train', args.train_per_class), load_split(args.data, 'test', args.test_per_class)
-    budget = subset_budget(args)
+    holdout = load_split(args.data, 'train', args.holdout_per_class, offset=args.train_per_class)
+    budget = (f'{subset_budget(args)}; held out: the next {10 * args.holdout_per_class} train images '
+              f'({args.holdout_per_class}/class)')
     out = RESULTS / 'odevit_ablation.json'
     # rows of earlier invocations at the same budget are kept, so variants can be run one by one
     previous = read_result(out) if out.exists() else {}
@@ -62,17 +65,17 @@ def main():
             row['train_s'] = fit(classification_task(model.to(args.device)), model.parameters(),
                                  train, recipe, args.seed, args.epochs,
                                  log=lambda m, name=name: print(f'{name}: {m}', flush=True))
-            row['test_top1'] = accuracy(model, test)
+            row['holdout_top1'], row['test_top1'] = accuracy(model, holdout), accuracy(model, test)
         except FloatingPointError as e:
             row['diverged'] = str(e)
         rows[name] = row
         print(name, row, flush=True)
         path = write_result('odevit_ablation', {'benchmark': 'odevit_ablation',
                                                 'budget': budget, 'rows': list(rows.values())})
-    print('| variant | kwargs | lr | params (M) | GFLOPs | h·s | test top-1 |\n|---|---|---|---|---|---|---|')
+    print('| variant | kwargs | lr | params (M) | GFLOPs | h·s | held-out top-1 | test top-1 |\n|---|---|---|---|---|---|---|---|')
     for r in rows.values():
         print(f'| {r["variant"]} | {r["kwargs"]} | {r.get("lr", "-")} | {r["params_M"]:.3f} | {r["gflops"]:.3f} | {r["step_in_blocks"] or "-"} | '
-              f'{r.get("test_top1", "diverged")} |')
+              f'{r.get("holdout_top1", "-")} | {r.get("test_top1", "diverged")} |')
     print(f'wrote {path}')
 
 

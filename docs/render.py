@@ -140,7 +140,8 @@ def _distill_small_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
 def _rows_by(name: str, key: Callable[[dict], str], value: str = 'test_top1'):
     def arms(ctx: Context) -> Dict[str, List[float]]:
         rows = ctx.json(name)['rows']
-        return {k: list(v.values()) for k, v in by_seed([(key(r), r) for r in rows], lambda r: r[value]).items()}
+        return {k: list(v.values())  # rows without the value (a diverged run, an older row unscored there) are left out
+                for k, v in by_seed([(key(r), r) for r in rows if value in r], lambda r: r[value]).items()}
     return arms
 
 
@@ -194,6 +195,8 @@ BUDGETS = {b.key: b for b in [
            '2,000', lambda ctx: {f'{m} {n}': grid(ctx, 'odevit_tiny_cifar', m, n) for m, n in (('euler', 6),)}),
     Budget('10k', '10k images, 2 epochs (`odevit_parity`, `odevit_stability`)', '2,000', _repeats_10k),
     Budget('15k', '15k images, 2 epochs (`odevit_ablation`)', '2,000', _rows_by('odevit_ablation', lambda r: r['variant'])),
+    Budget('heldout-15k', '15k images, 2 epochs, scored on held-out training images (`odevit_ablation`)',
+           '2,000 (held out)', _rows_by('odevit_ablation', lambda r: r['variant'], 'holdout_top1')),
     Budget('4k-distill', '4k images, 3 epochs (`distillation_small`)', '2,000',
            lambda ctx: {k: list(v.values()) for k, v in _distill_small_arms(ctx).items()}),
     Budget('4k-bvit', '4k images, 2 epochs (`bvit_field_and_solver`)', '2,000',
@@ -296,8 +299,8 @@ def parity(ctx: Context, variant: str) -> List[float]:
     return list(_parity_stability_arms(ctx).get(f'odevit_parity {variant}', {}).values())
 
 
-def ablation(ctx: Context, variant: str) -> List[float]:
-    return _rows_by('odevit_ablation', lambda r: r['variant'])(ctx).get(variant, [])
+def ablation(ctx: Context, variant: str, split: str = 'test') -> List[float]:
+    return _rows_by('odevit_ablation', lambda r: r['variant'], f'{split}_top1')(ctx).get(variant, [])
 
 
 def dsmall(ctx: Context, name: str) -> List[float]:
@@ -523,6 +526,9 @@ COMPARISONS = [
        'heldout-3k', lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'incremental', at, 'holdout'),
        lambda c, at=at: anytime_arm(c, 'odevit_tiny_cifar', 'random', at, 'holdout'),
        'python bench/anytime_training.py --arms fixed random incremental --seeds 0 1 2') for at in (3, 6, 24)],
+    ('ho_ablation_lr', 'ODE-ViT: lr 3e-4 vs the default lr 1e-3 (held out)', 'heldout-15k',
+     lambda c: ablation(c, 'lr_3e-4', 'holdout'), lambda c: ablation(c, 'default', 'holdout'),
+     'python bench/odevit_ablation.py --variants default lr_3e-4'),
     # issue 44's choice of the release cycles' arm, made on the held-out images
     *[(f'ho_distill_{a}_vs_{b}', f'`odevit_tiny_cifar` with the convstem teacher: {a} vs {b} (held out)',
        'heldout-45k-distill', lambda c, a=a: distill(c, a, 'held_out'), lambda c, b=b: distill(c, b, 'held_out'),
@@ -789,9 +795,11 @@ def table_stability(ctx: Context) -> str:
 
 
 def table_ablation(ctx: Context) -> str:
-    return md_table(['variant', 'model', 'kwargs', 'lr', 'test top-1 (%)'],
-                    [[r['variant'], f'`{r["model"]}`', f'`{json.dumps(r["kwargs"])}`', r['lr'], f'{r["test_top1"]:.2f}']
-                     for r in ctx.json('odevit_ablation')['rows']])
+    def score(r, split):
+        return f'{r[split]:.2f}' if split in r else ('diverged' if 'diverged' in r else '—')
+    return md_table(['variant', 'model', 'kwargs', 'lr', 'held-out top-1 (%)', 'test top-1 (%)'],
+                    [[r['variant'], f'`{r["model"]}`', f'`{json.dumps(r["kwargs"])}`', r['lr'], score(r, 'holdout_top1'),
+                      score(r, 'test_top1')] for r in ctx.json('odevit_ablation')['rows']])
 
 
 def table_head_init(ctx: Context) -> str:
