@@ -9,9 +9,9 @@ LayerNorm between X(1) and the head to either model (``final_norm=True`` for our
 cost of that deviation. Before training, our weights are copied into the reference model and the
 two forwards are compared (``max_logit_diff``).
 
-The rows in results/odevit_parity.json predate issue 25: "ours" was built with the classifier init of that date,
-the reference's spectral-norm-1 head (today ``head_init='spectral'``); run today, ``ours`` gets timm's trunc-normal
-head, the current default. The JSON records no head init.
+``ours`` is the registered model (timm's trunc-normal classifier init); ``ours_spectral_head`` starts from the
+reference's spectral-norm-1 head (``head_init='spectral'``), the like-for-like pair of ``reference``. Rows record
+their head init; rows without it predate issue 25, when "ours" was built with the spectral-norm head.
 
 The reference code is not part of this project. Pass a checkout of it:
 
@@ -26,6 +26,7 @@ import importlib.util
 import pathlib
 import sys
 import types
+from typing import Optional
 
 import timm
 import torch
@@ -39,11 +40,12 @@ from _util import RESULTS, read_result, write_result
 
 STEPS = 6
 MODEL_ARGS = dict(img_size=32, patch_size=4, embed_dim=256, num_heads=4, mlp_ratio=2., num_classes=10)
-VARIANTS = {  # name -> (implementation, LayerNorm before the head)
-    'ours': ('ours', False),
-    'reference': ('reference', False),
-    'ours_final_norm': ('ours', True),
-    'reference_final_norm': ('reference', True),
+VARIANTS = {  # name -> (implementation, LayerNorm before the head, our head init)
+    'ours': ('ours', False, 'trunc_normal'),
+    'ours_spectral_head': ('ours', False, 'spectral'),
+    'reference': ('reference', False, None),
+    'ours_final_norm': ('ours', True, 'trunc_normal'),
+    'reference_final_norm': ('reference', True, None),
 }
 REFERENCE_FILE = pathlib.Path('models') / 'ode_transformer_gpt.py'
 
@@ -88,9 +90,10 @@ class ReferenceClassifier(nn.Module):
         return self.net(x, output_hidden_states=True)['states']
 
 
-def build(impl: str, final_norm: bool, reference_module) -> nn.Module:
+def build(impl: str, final_norm: bool, reference_module, head_init: Optional[str] = None) -> nn.Module:
     if impl == 'ours':
-        return timm.create_model('odevit_tiny_cifar', steps=STEPS, final_norm=final_norm)
+        return timm.create_model('odevit_tiny_cifar', steps=STEPS, final_norm=final_norm,
+                                 **({'head_init': head_init} if head_init else {}))
     return ReferenceClassifier(reference_module, final_norm)
 
 
@@ -151,11 +154,11 @@ def main():
 
     rows = earlier_rows()
     for name in args.variants:
-        impl, final_norm = VARIANTS[name]
+        impl, final_norm, head_init = VARIANTS[name]
         for seed in args.seeds:
             torch.manual_seed(seed)
-            model = build(impl, final_norm, reference)
-            row = {'variant': name, 'implementation': impl, 'final_norm': final_norm, 'seed': seed,
+            model = build(impl, final_norm, reference, head_init)
+            row = {'variant': name, 'implementation': impl, 'final_norm': final_norm, 'head_init': head_init, 'seed': seed,
                    'params_M': round(sum(q.numel() for q in model.parameters()) / 1e6, 4)}
             task = classification_task(model.to(args.device))
             row['train_s'] = round(fit(task, model.parameters(), train, args, seed, args.epochs,
