@@ -16,7 +16,8 @@ their head init; rows without it predate issue 25, when "ours" was built with th
 The reference code is not part of this project. Pass a checkout of it:
 
     git clone https://github.com/Bycarkos/ODE-ViT /path/to/ODE-ViT
-    python bench/odevit_parity.py --reference-dir /path/to/ODE-ViT [--variants ours reference] [--seeds 0 1] [--device cuda]
+    python bench/odevit_parity.py --reference-dir /path/to/ODE-ViT [--variants ours_spectral_head reference ours]
+                                  [--seeds 0 1 2] [--device cuda]
 
 Rows accumulate in bench/results/odevit_parity.json across invocations at the same budget, so
 variants can run in separate processes (``--threads 1`` each, the default).
@@ -124,7 +125,8 @@ def state_rms(states: torch.Tensor) -> list:
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--reference-dir', type=pathlib.Path, required=True, help='checkout of github.com/Bycarkos/ODE-ViT')
-    p.add_argument('--variants', nargs='+', default=['ours', 'reference'], choices=list(VARIANTS))
+    p.add_argument('--variants', nargs='+', default=['ours_spectral_head', 'reference'],
+                   choices=list(VARIANTS))
     p.add_argument('--seeds', nargs='+', type=int, default=[0, 1])
     p.add_argument('--threads', type=int, default=1, help='torch CPU threads (the issue measured with 1)')
     add_recipe_args(p, train_per_class=1000, device=True)

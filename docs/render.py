@@ -120,8 +120,15 @@ def _parity_stability_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
     par = ctx.json('odevit_parity')['rows']
     stab = ctx.json('odevit_stability')['rows']
     arms: Dict[str, Dict[int, float]] = {}
-    for r in par:  # rows written before issue 25 record no head init: "ours" had the spectral-norm head then
-        variant = 'ours_spectral_head' if r['variant'] == 'ours' and 'head_init' not in r else r['variant']
+    # rows written before issue 25 record no head init: "ours" had the spectral-norm head then; they stand for
+    # ours_spectral_head until that variant has rows of its own (never pooled with them: other code)
+    rerun = any(r.get('head_init') == 'spectral' for r in par)
+    for r in par:
+        variant = r['variant']
+        if variant == 'ours' and 'head_init' not in r:
+            if rerun:
+                continue
+            variant = 'ours_spectral_head'
         arms.setdefault(f'odevit_parity {variant}', {})[r['seed']] = r['test_top1']
     arms.update({f'odevit_stability {k}': v for k, v in
                  by_seed([(r['variant'], r) for r in stab], lambda r: r['test_top1']).items()})
@@ -129,8 +136,8 @@ def _parity_stability_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
 
 
 def _repeats_10k(ctx: Context) -> Dict[str, List[float]]:
-    # odevit_parity's "ours" and odevit_stability's centernorm_field are not pooled: parity's rows predate issue 25
-    # (the spectral-norm head), stability's were re-run with timm's classifier init
+    # odevit_parity's and odevit_stability's arms are not pooled: parity's older rows predate issue 25 (the
+    # spectral-norm head), stability's were re-run with timm's classifier init
     return {k: list(v.values()) for k, v in _parity_stability_arms(ctx).items()}
 
 
