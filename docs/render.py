@@ -1241,6 +1241,9 @@ def _where_measured(ctx: Context) -> str:
     unnamed = [n for n, ms in per.items() if not ms]
     if unnamed:
         text += f'; the rows of {len(unnamed)} older files name no machine: ' + ', '.join(f'`{n}`' for n in unnamed)
+    mixed = [n for n, ms in per.items() if ms and len({'environment' in r for r in _result_rows(ctx.json(n))}) == 2]
+    if mixed:  # rows re-measured since rows record their environment, beside older rows that do not
+        text += '; some older rows of ' + ', '.join(f'`{n}`' for n in mixed) + ' name no machine'
     return text
 
 
