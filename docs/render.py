@@ -120,24 +120,16 @@ def _parity_stability_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
     par = ctx.json('odevit_parity')['rows']
     stab = ctx.json('odevit_stability')['rows']
     arms: Dict[str, Dict[int, float]] = {}
-    # rows written before issue 25 record no head init: "ours" had the spectral-norm head then; they stand for
-    # ours_spectral_head until that variant has rows of its own (never pooled with them: other code)
-    rerun = any(r.get('head_init') == 'spectral' for r in par)
     for r in par:
-        variant = r['variant']
-        if variant == 'ours' and 'head_init' not in r:
-            if rerun:
-                continue
-            variant = 'ours_spectral_head'
-        arms.setdefault(f'odevit_parity {variant}', {})[r['seed']] = r['test_top1']
+        arms.setdefault(f'odevit_parity {r["variant"]}', {})[r['seed']] = r['test_top1']
     arms.update({f'odevit_stability {k}': v for k, v in
                  by_seed([(r['variant'], r) for r in stab], lambda r: r['test_top1']).items()})
     return arms
 
 
 def _repeats_10k(ctx: Context) -> Dict[str, List[float]]:
-    # odevit_parity's and odevit_stability's arms are not pooled: parity's older rows predate issue 25 (the
-    # spectral-norm head), stability's were re-run with timm's classifier init
+    # odevit_parity's and odevit_stability's arms are not pooled: parity's "ours" has the reference's spectral-norm
+    # head (the like-for-like pair), stability's timm's classifier init
     return {k: list(v.values()) for k, v in _parity_stability_arms(ctx).items()}
 
 
@@ -783,9 +775,7 @@ def table_inference_grid(ctx: Context) -> str:
 def table_parity(ctx: Context) -> str:
     rows = []
     for r in ctx.json('odevit_parity')['rows']:
-        impl = r['implementation']
-        if impl == 'ours':  # rows written before issue 25 record no head init: the spectral-norm head then
-            impl = f"ours ({r.get('head_init', 'spectral')} head{'' if 'head_init' in r else ', the default when run'})"
+        impl = f"ours ({r['head_init']} head)" if r['implementation'] == 'ours' else r['implementation']
         rows.append([impl, r['seed'], 'yes' if r['final_norm'] else 'no', f'{r["params_M"]:.4f}',
                      f'{r["test_top1"]:.2f}', f'{r["state_rms"][0]:.2f} → {r["state_rms"][-1]:.2f}'])
     return md_table(['implementation', 'seed', 'final norm', 'params (M)', 'test top-1 (%)', 'state RMS t = 0 → 1'], rows)
