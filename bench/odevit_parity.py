@@ -11,7 +11,7 @@ two forwards are compared (``max_logit_diff``).
 
 ``ours`` is the registered model (timm's trunc-normal classifier init); ``ours_spectral_head`` starts from the
 reference's spectral-norm-1 head (``head_init='spectral'``), the like-for-like pair of ``reference``. Rows record
-their head init; rows without it predate issue 25, when "ours" was built with the spectral-norm head.
+their head init.
 
 The reference code is not part of this project. Pass a checkout of it:
 
