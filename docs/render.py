@@ -140,8 +140,8 @@ def _distill_small_arms(ctx: Context) -> Dict[str, Dict[int, float]]:
 def _rows_by(name: str, key: Callable[[dict], str], value: str = 'test_top1'):
     def arms(ctx: Context) -> Dict[str, List[float]]:
         rows = ctx.json(name)['rows']
-        return {k: list(v.values())  # rows without the value (a diverged run, an older row unscored there) are left out
-                for k, v in by_seed([(key(r), r) for r in rows if value in r], lambda r: r[value]).items()}
+        return {k: list(v.values())  # a diverged run has no score; any other row without the value is an error
+                for k, v in by_seed([(key(r), r) for r in rows if 'diverged' not in r], lambda r: r[value]).items()}
     return arms
 
 
