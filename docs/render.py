@@ -29,7 +29,7 @@ import pathlib
 import re
 import statistics
 import sys
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / 'bench' / 'results'
@@ -102,11 +102,18 @@ MIN_SEEDS = 3  # runs per arm below which a comparison is preliminary: no verdic
 
 
 class Budget:
-    """A training budget and the repeated runs of one recipe measured at it."""
+    """A training budget and the repeated runs of one recipe measured at it; ``images``: how many images scored its
+    runs (n of the binomial floor), read from its result file (a callable of the Context) or given."""
 
-    def __init__(self, key: str, label: str, test_images: str, repeats: Callable[['Context'], Dict[str, List[float]]]):
-        self.key, self.label, self.test_images, self._repeats = key, label, test_images, repeats
-        self.images = int(re.match(r'[\d,]+', test_images).group().replace(',', ''))  # n of the binomial term
+    def __init__(self, key: str, label: str, images: Union[int, Callable[['Context'], int]],
+                 repeats: Callable[['Context'], Dict[str, List[float]]], scored_on: str = ''):
+        self.key, self.label, self._images, self._repeats, self.scored_on = key, label, images, repeats, scored_on
+
+    def images(self, ctx: Context) -> int:
+        return self._images(ctx) if callable(self._images) else self._images
+
+    def images_label(self, ctx: Context) -> str:
+        return f'{self.images(ctx):,}' + (f' ({self.scored_on})' if self.scored_on else '')
 
     def repeats(self, ctx: Context) -> Dict[str, List[float]]:
         return {k: v for k, v in self._repeats(ctx).items() if len(v) >= 2}
@@ -188,36 +195,66 @@ def _grid_study_repeats(ctx: Context) -> Dict[str, List[float]]:
     return out
 
 
+def _budget_images(name: str, path: str, pattern: str, per_class: bool = False,
+                   classes: int = 10) -> Callable[[Context], int]:
+    """An image count stated in a result file's budget string at ``path`` (``per_class``: a count per class, times
+    ``classes``)."""
+    def value(ctx: Context) -> int:
+        n = int(re.search(pattern, ctx.lookup(name, path)).group(1).replace(',', ''))
+        return n * classes if per_class else n
+    return value
+
+
+def _test_images(name: str, path: str = 'budget') -> Callable[[Context], int]:
+    """The test images a result file's budget string says its runs were scored on."""
+    return _budget_images(name, path, r'test on (?:all )?([\d,]+) test images')
+
+
+def _held_out_images(name: str) -> Callable[[Context], int]:
+    """The held-out training images a result file's budget string says its runs were also scored on."""
+    return _budget_images(name, 'budget', r'held out: the next ([\d,]+) train images')
+
+
 BUDGETS = {b.key: b for b in [
-    Budget('45k', '45k images, 2 epochs (`accuracy_vs_params`)', '10,000',
+    Budget('45k', '45k images, 2 epochs (`accuracy_vs_params`)',
+           _test_images('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget'),
            lambda ctx: {k: list(v.values()) for k, v in _acc_arms(ctx).items()}),
     Budget('45k_grid', '45k images, 2 epochs, re-integrated on other grids (`accuracy_vs_params` inference grid sweep)',
-           '2,000', lambda ctx: {f'{m} {n}': grid(ctx, 'odevit_tiny_cifar', m, n) for m, n in (('euler', 6),)}),
-    Budget('10k', '10k images, 2 epochs (`odevit_parity`, `odevit_stability`)', '2,000', _repeats_10k),
-    Budget('15k', '15k images, 2 epochs (`odevit_ablation`)', '2,000', _rows_by('odevit_ablation', lambda r: r['variant'])),
+           lambda ctx: ctx.lookup('accuracy_vs_params', 'runs.odevit_tiny_cifar.inference_grid_sweep.images'),
+           lambda ctx: {f'{m} {n}': grid(ctx, 'odevit_tiny_cifar', m, n) for m, n in (('euler', 6),)}),
+    Budget('10k', '10k images, 2 epochs (`odevit_parity`, `odevit_stability`)', _test_images('odevit_stability'),
+           _repeats_10k),
+    Budget('15k', '15k images, 2 epochs (`odevit_ablation`)', _test_images('odevit_ablation'),
+           _rows_by('odevit_ablation', lambda r: r['variant'])),
     Budget('heldout-15k', '15k images, 2 epochs, scored on held-out training images (`odevit_ablation`)',
-           '2,000 (held out)', _rows_by('odevit_ablation', lambda r: r['variant'], 'holdout_top1')),
-    Budget('4k-distill', '4k images, 3 epochs (`distillation_small`)', '2,000',
+           _held_out_images('odevit_ablation'), _rows_by('odevit_ablation', lambda r: r['variant'], 'holdout_top1'),
+           'held out'),
+    Budget('4k-distill', '4k images, 3 epochs (`distillation_small`)', _test_images('distillation_small'),
            lambda ctx: {k: list(v.values()) for k, v in _distill_small_arms(ctx).items()}),
-    Budget('4k-bvit', '4k images, 2 epochs (`bvit_field_and_solver`)', '2,000',
+    Budget('4k-bvit', '4k images, 2 epochs (`bvit_field_and_solver`)', _test_images('bvit_field_and_solver'),
            _rows_by('bvit_field_and_solver', lambda r: f'{r["field"]} {r["method"]} {r["steps"]}')),
-    Budget('8k', '8k images, 3 epochs (`deep_supervision_horizon`)', '2,000',
+    Budget('8k', '8k images, 3 epochs (`deep_supervision_horizon`)', _test_images('deep_supervision_horizon'),
            lambda ctx: {k: list(v.values()) for k, v in by_seed(
                ctx.json('deep_supervision_horizon')['runs'].items(),
                lambda r: _at_iteration(r, ctx.json('deep_supervision_horizon')['trained_iterations'])).items()}),
-    Budget('3k-head', '3k images, 3 epochs (`head_init_accuracy`, `step_robustness`, `anytime_training`)', '1,000',
+    Budget('3k-head', '3k images, 3 epochs (`head_init_accuracy`, `step_robustness`, `anytime_training`)',
+           _test_images('head_init_accuracy'),
            _grid_study_repeats),
     Budget('heldout-8k', '8k images, 3 epochs, scored on held-out training images (`deep_supervision_horizon`)',
-           '2,000 (held out)', lambda ctx: _heldout_horizon_repeats(ctx)),
+           _held_out_images('deep_supervision_horizon'), lambda ctx: _heldout_horizon_repeats(ctx), 'held out'),
     Budget('heldout-3k', '3k images, 3 epochs, scored on held-out training images (`anytime_training`)',
-           '1,000 (held out)', lambda ctx: _heldout_anytime_repeats(ctx)),
-    Budget('45k-distill', '45k images, 2 epochs, timm train.py (`distillation_study`)', '10,000',
+           lambda ctx: ctx.lookup('anytime_training', 'studies.odevit_tiny_cifar.holdout_images'),
+           lambda ctx: _heldout_anytime_repeats(ctx), 'held out'),
+    Budget('45k-distill', '45k images, 2 epochs, timm train.py (`distillation_study`)',
+           _budget_images('distillation_study', 'budget', r'scored on ([\d,]+) test images'),
            lambda ctx: {arm: distill(ctx, arm) for arm in DISTILL_ARMS}),
     Budget('heldout-45k-distill', '45k images, 2 epochs, timm train.py, scored on the held-out training images '
-           '(`distillation_study`)', '5,000 (held out)',
-           lambda ctx: {arm: distill(ctx, arm, 'held_out') for arm in DISTILL_ARMS}),
-    Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)', '2,500 (validation)',
-           _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1')),
+           '(`distillation_study`)',
+           _budget_images('distillation_study', 'budget', r'selected on ([\d,]+) held-out images'),
+           lambda ctx: {arm: distill(ctx, arm, 'held_out') for arm in DISTILL_ARMS}, 'held out'),
+    Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)',
+           _budget_images('recipe_study', 'rows.0.budget', r'first (\d+)/class of val/', per_class=True),
+           _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1'), 'validation'),
 ]}
 
 
@@ -263,10 +300,10 @@ def floor(ctx: Context, budget: str, top1: Optional[float] = None) -> Tuple[floa
     if top1 is None:
         runs = [x for v in reps.values() for x in v]
         top1 = mean(runs) if runs else 50.
-    sampling = binomial_floor(top1, b.images)
+    sampling = binomial_floor(top1, b.images(ctx))
     if own >= sampling:
         return own, f'range of ≥ {MIN_SEEDS} runs of one recipe' + ('' if name in reps else f' ({name})')
-    return sampling, f'sampling {b.images:,} images at {top1:.1f} %'
+    return sampling, f'sampling {b.images(ctx):,} images at {top1:.1f} %'
 
 
 def compare(ctx: Context, budget: str, a: Sequence[float], b: Sequence[float]) -> dict:
@@ -453,7 +490,7 @@ COMPARISONS = [
      lambda c: head_init(c, 'ours'), lambda c: head_init(c, 'reference'),
      'python bench/head_init_accuracy.py --variants ours reference --reference-dir /path/to/ODE-ViT'),
     # anytime depth (issue 29): the step grid of training, then schedules of it at equal training NFE
-    ('sr24_vs_sr6', "trained and evaluated at 24 Euler steps (the paper's grid) vs at 6 (the releases')", '3k-head',
+    ('sr24_vs_sr6', "trained and evaluated at 24 Euler steps (the paper's grid) vs at 6 (the ODE-ViT release's registered grid)", '3k-head',
      lambda c: step_robust(c, 24), lambda c: step_robust(c, 6),
      'python bench/step_robustness.py --train-steps 6 24 --seeds 0 1 2'),
     ('sr6_at24', 'trained at 6 Euler steps: evaluated at 24 vs at 6', '3k-head',
@@ -678,6 +715,22 @@ def _lineage(r: dict, key: str, last: str) -> str:
     return f"{last} (last cycle); {rec['total_seconds'] / 3600:.1f} h over {len(rec['cycles'])} cycles{note}"
 
 
+def _one(values: set):
+    """The one value a set holds (the releases agree on it), else an error."""
+    if len(values) != 1:
+        raise ValueError(f'expected one value, got {sorted(values)}')
+    return next(iter(values))
+
+
+def _release_train_depth(tag: str) -> str:
+    """'lo–hi': the Euler steps per update the release's last cycle drew (``train_depth`` of the config its command
+    names), or the fixed steps of that config."""
+    import yaml
+    last = json.loads((RELEASE / tag / 'record.json').read_text())['cycles'][-1]
+    kwargs = yaml.safe_load((ROOT / re.search(r'--config (\S+)', last['command']).group(1)).read_text())['model_kwargs']
+    return '–'.join(map(str, kwargs['train_depth'])) if kwargs.get('train_depth') else str(kwargs['steps'])
+
+
 def table_releases(ctx: Context) -> str:
     rows = []
     for r in releases(ctx):
@@ -685,7 +738,7 @@ def table_releases(ctx: Context) -> str:
         if r['epochs_logged'] is not None:
             record += f' ({r["epochs_logged"]} epochs logged)'
         images = r['cycles']['test']['images']  # the top-1 with its 95 % binomial interval
-        top1 = f'{r["top1"]:.2f} ± {1.96 * (r["top1"] * (100 - r["top1"]) / images) ** .5:.2f}'
+        top1 = f'{r["top1"]:.2f} ± {_half_width(r["top1"], images):.2f}'
         rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{top1} / {r["top5"]:.2f}',
                      _lineage(r, 'epochs', r['epochs']), r['checkpoint'], _lineage(r, 'wall', r['wall']),
                      f'`{r["config"]}`', record])
@@ -702,7 +755,7 @@ def table_noise_floor(ctx: Context) -> str:
         detail = '; '.join(f'{k}: {", ".join(f"{x:.2f}" for x in v)} '
                            + (f'(range {spread(v):.2f})' if len(v) >= MIN_SEEDS else f'({len(v)} runs: not counted)')
                            for k, v in reps.items()) or '–'
-        rows.append([b.label, b.test_images, detail, f'**{n:.2f}**', how])
+        rows.append([b.label, b.images_label(ctx), detail, f'**{n:.2f}**', how])
     return md_table(['budget', 'images scored', f'repeated runs of one recipe (top-1 %; only ≥ {MIN_SEEDS} runs count '
                      'towards N)', 'noise floor N (points)', 'N from'], rows)
 
@@ -870,7 +923,8 @@ def table_release_depths(ctx: Context) -> str:
             measured = [(f'held-out, release before cycle {c["cycle"]}', criterion.get('val_top1_at_depth_before'),
                          criterion.get('images')),
                         (f'held-out, cycle {c["cycle"]}', criterion.get('val_top1_at_depth'), criterion.get('images')),
-                        (f'test, cycle {c["cycle"]} (released)', c.get('test_top1_at_depth'), 10_000)]
+                        (f'test, cycle {c["cycle"]} (released)', c.get('test_top1_at_depth'),
+                         c.get('test_images') or r['cycles']['test']['images'])]
             for label, depths, images in measured:
                 if depths:
                     means = {int(k): v for k, v in depths.items()}
@@ -879,9 +933,11 @@ def table_release_depths(ctx: Context) -> str:
     if not rows:
         return '*No release has measured its depths yet* (`python -m tools.cycle release` measures them from now on).'
     grids = sorted(grids)
-    return md_table(['release', 'weights, split', 'images'] + [str(g) for g in grids] + ['spread 4–24', '3 steps − best'],
+    return md_table(['release', 'weights, split', 'images'] + [str(g) for g in grids] +
+                    ['spread 4–24', '3 steps − best', '95 % interval (widest cell)'],
                     [[f'`{tag}`', label, f'{images:,}' if images else '–'] +
-                     [f'{means[g]:.1f}' if g in means else '–' for g in grids] + _grid_row_stats(means)
+                     [f'{means[g]:.1f}' if g in means else '–' for g in grids] + _grid_row_stats(means) +
+                     [f'± {max(_half_width(v, images) for v in means.values()):.2f}' if images else '–']
                      for tag, label, images, means in rows])
 
 
@@ -941,16 +997,6 @@ def _memory_repeat(ctx: Context) -> str:
     pairs = [(r['steps'], r['direct'], again[r['steps']]) for r in mem['rows'] if r['steps'] in again]
     return (f"at {' / '.join(str(n) for n, _, _ in pairs)} Euler steps: {' / '.join(f'{a:.0f}' for _, a, _ in pairs)} MiB "
             f"in the table, {' / '.join(f'{b:.0f}' for _, _, b in pairs)} MiB there")
-
-
-def _budget_images(name: str, path: str, pattern: str, per_class: bool = False,
-                   classes: int = 10) -> Callable[[Context], int]:
-    """An image count stated in a result file's budget string at ``path`` (``per_class``: a count per class, times
-    ``classes``)."""
-    def value(ctx: Context) -> int:
-        n = int(re.search(pattern, ctx.lookup(name, path)).group(1))
-        return n * classes if per_class else n
-    return value
 
 
 def _anytime_inference_weights(ctx: Context) -> str:
@@ -1144,6 +1190,20 @@ def table_release_speed(ctx: Context) -> str:
                     [f'{k} (s / update)' for k in SPEED_SETTINGS] + ['chosen'], out)
 
 
+def _speed_rule(ctx: Context) -> str:
+    """tools.speed's rule for choosing a setting, from the defaults of its ``choose`` (read from the source)."""
+    import ast
+    import fractions
+    tree = ast.parse((ROOT / 'tools' / 'speed.py').read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == 'choose')
+    args = fn.args.args[-len(fn.args.defaults):]
+    rule = {a.arg: eval(compile(ast.Expression(d), 'speed.py', 'eval'), {'__builtins__': {}})  # constants only
+            for a, d in zip(args, fn.args.defaults)}
+    wins = fractions.Fraction(rule['min_wins']).limit_denominator(10)
+    return (f"a loss within {rule['tolerance']:.0%} of fp32's, a median update at least {rule['min_speedup']:.0%} "
+            f'faster and a faster update in {wins} of the pairs').replace('%', ' %')
+
+
 def table_memory(ctx: Context) -> str:
     return md_table(['Euler steps', 'direct backprop (MiB)', 'grad checkpointing (MiB)', 'adjoint (MiB)'],
                     [[r['steps'], f'{r["direct"]:.0f}', f'{r["grad_checkpointing"]:.0f}', f'{r["adjoint"]:.0f}']
@@ -1175,8 +1235,9 @@ def runtime(ctx: Context, script: str) -> str:
     rows = _result_rows(d)
     if rows and all(isinstance(r.get('environment'), dict) for r in rows):
         by_machine: Dict[str, List[float]] = {}
-        for r in rows:
-            by_machine.setdefault(r['environment'].get('machine', 'an unrecorded machine'), []).extend(_walk_seconds(r))
+        for r in rows:  # a row read from a run's own record names that run's machine (``hardware``)
+            machine = r.get('hardware') or r['environment'].get('machine', 'an unrecorded machine')
+            by_machine.setdefault(machine, []).extend(_walk_seconds(r))
     else:
         by_machine = {' / '.join(_machines(ctx, script)): _walk_seconds(d)}
     parts = []
@@ -1331,8 +1392,14 @@ def _inspect_provenance(ctx: Context) -> str:
         return (f'Computed from earlier weights than today\'s `{p["weights"]}` (sha256 {p["sha256"][:12]}…; '
                 'run the command above to refresh)')
     tag = pathlib.Path(p['weights']).parent.name
-    top1 = next((r['top1'] for r in releases(ctx) if r['tag'] == tag), None)
-    return f'The released `{tag}` ({top1:.2f} % test top-1), by the command above'
+    r = next(r for r in releases(ctx) if r['tag'] == tag)
+    return (f'The released `{tag}` ({r["top1"]:.2f} ± {_half_width(r["top1"], r["cycles"]["test"]["images"]):.2f} % '
+            'test top-1, 95 % interval), by the command above')
+
+
+def _half_width(top1: float, images: int) -> float:
+    """Half-width (points) of the 95 % binomial interval of a top-1 of ``top1`` % on ``images`` images."""
+    return 1.96 * (top1 * (100 - top1) / images) ** .5
 
 
 def _claims_summary(ctx: Context) -> str:
@@ -1386,8 +1453,9 @@ def _full_epochs(ctx: Context) -> str:
         head = f'`{model}` {r["updates_logged"]} / {r["updates_planned"]} updates'
         if r['returncode']:
             return f'{head}, stopped: {r["error"]}'
+        machine = (r.get('environment') or {}).get('machine', 'machine not recorded')
         return (f'{head}, no NaN, loss {r["loss_first"]:.2f} → {r["loss_last"]:.2f}, validation top-1 '
-                f'{r["eval_top1"]:.1f} % ({r["val_images"]} test images), {r["seconds"] / 60:.0f} min')
+                f'{r["eval_top1"]:.1f} % ({r["val_images"]} test images), {r["seconds"] / 60:.0f} min ({machine})')
     return '; '.join(text(m) for m in ('odevit_tiny_cifar', 'bvit_tiny_cifar', 'vit_odeified'))
 
 
@@ -1459,9 +1527,12 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     **{f'provenance.{n}': (lambda c, n=n: _provenance(c, n)) for n in UNDATED_RESULTS},
     'speed_rewrites': _speed_rewrites,
     'bf16_over_fp32': _bf16_over_fp32,
+    'speed_rule': _speed_rule,
     'speed_checked': lambda c: (f'{len(_speed_checks(c))} of the '
                                 f'{sum(len(r["cycles"]["cycles"]) for r in releases(c))} release cycles'),
     'release_3_steps_loss.odevit_tiny_cifar.c10': lambda c: _release_depth_loss(c, 'odevit_tiny_cifar.c10'),
+    'release_train_depth.odevit_tiny_cifar.c10': lambda c: _release_train_depth('odevit_tiny_cifar.c10'),
+    'release_selection_images': lambda c: _one({r['cycles']['selection']['images'] for r in releases(c)}),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
     'distill_choice': _distill_choice,
@@ -1488,6 +1559,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
 }
 for _budget in BUDGETS:
     VALUES[f'floor.{_budget}'] = lambda c, b=_budget: floor(c, b)[0]
+    VALUES[f'images.{_budget}'] = lambda c, b=_budget: BUDGETS[b].images(c)
 for _claim, _paper, _cid, _sign in CLAIMS:
     VALUES[f'claim.{_cid}'] = lambda c, cid=_cid, sign=_sign: claim_verdict(run_comparison(c, cid), sign)
 for _model in ('odevit_tiny_cifar', 'bvit_tiny_cifar'):

@@ -63,6 +63,16 @@ def test_rows_of_nested_studies_get_the_environment_and_bench_commit_names_the_c
     assert row['environment']['commit'] == 'abc123'
 
 
+def test_the_commit_is_the_one_the_command_started_at_and_a_move_of_the_checkout_is_recorded(monkeypatch):
+    monkeypatch.delenv('BENCH_COMMIT', raising=False)
+    monkeypatch.setattr(_util, '_COMMIT_AT_START', 'started')
+    monkeypatch.setattr(_util, '_git_commit', lambda: 'started')
+    assert _util.environment()['commit'] == 'started' and 'checkout_moved_to' not in _util.environment()
+    monkeypatch.setattr(_util, '_git_commit', lambda: 'pulled')  # e.g. a `git pull` while the study ran
+    env = _util.environment()
+    assert env['commit'] == 'started' and env['checkout_moved_to'] == 'pulled'
+
+
 def test_the_commit_is_dirty_for_changed_code_not_for_the_results_the_benches_write(tmp_path, monkeypatch):
     monkeypatch.delenv('BENCH_COMMIT', raising=False)
     monkeypatch.setattr(_util, 'CHECKOUT', tmp_path)

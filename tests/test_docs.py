@@ -23,7 +23,9 @@ class _Crafted:
 
     def json(self, name):
         assert name == 'odevit_ablation'
-        return {'rows': self.rows}
+        return {'rows': self.rows, 'budget': '15000 CIFAR-10 train images; test on 2000 test images (first per class)'}
+
+    lookup = render.Context.lookup
 
 
 def _rows(**arms):
@@ -31,7 +33,7 @@ def _rows(**arms):
 
 
 def test_floor_is_the_larger_of_own_range_and_sampling_of_its_own_test_size():
-    n = render.BUDGETS['15k'].images
+    n = render.BUDGETS['15k'].images(_Crafted([]))  # read from the result file's budget string
     assert n == 2000
     sampling = 200 * (2 * 0.5 * 0.5 / n) ** 0.5  # 2·√(2p(1−p)/n) at p = 50 %, in points
     assert render.binomial_floor(50., n) == pytest.approx(sampling)
@@ -47,7 +49,7 @@ def test_floor_is_the_larger_of_own_range_and_sampling_of_its_own_test_size():
 
 def test_an_arm_compared_at_a_budget_counts_towards_its_floor(monkeypatch):
     """The same runs scored at another point (depth, iterations) are runs of one recipe at that budget too."""
-    budget = render.Budget('crafted', 'x', '2,000', lambda c: {'x': [50.0, 50.2, 50.1]})
+    budget = render.Budget('crafted', 'x', 2000, lambda c: {'x': [50.0, 50.2, 50.1]})
     monkeypatch.setitem(render.BUDGETS, 'crafted', budget)
     monkeypatch.setattr(render, 'COMPARISONS', [('c', 'deep vs shallow', 'crafted', lambda c: [44.0, 50.0, 48.0],
                                                  lambda c: [50.0, 50.2, 50.1], 'cmd')])
@@ -130,7 +132,8 @@ def test_distillation_study_renders_its_arms_and_chooses_on_held_out(tmp_path):
         runs = {f'{arm}@seed{s}': {'arm': arm, 'seed': s, 'held_out_top1': v, 'test_top1': v - 1, 'train_s': 100. + s,
                                    'environment': {'machine': 'cpu'}}
                 for arm, vs in held_out.items() for s, v in enumerate(vs)}
-        (tmp_path / 'distillation_study.json').write_text(json.dumps({'runs': runs}))
+        budget = '2 epochs of 45,000 images, selected on 5,000 held-out images, scored on 10,000 test images'
+        (tmp_path / 'distillation_study.json').write_text(json.dumps({'runs': runs, 'budget': budget}))
         return render.Context(results=tmp_path)
 
     flat = {arm: [50.0, 50.5, 51.0] for arm in render.DISTILL_ARMS}
@@ -151,7 +154,7 @@ def test_distillation_study_renders_its_arms_and_chooses_on_held_out(tmp_path):
     assert '| `traj_uniform` |' in table and '101 s on cpu, ? at a time |' in table and '×' not in table
     c = render.run_comparison(ctx, 'distill_traj_uniform_vs_scratch')
     assert c['delta'] == pytest.approx(1.5) and not c['preliminary'] and c['budget'] == '45k-distill'
-    assert render.BUDGETS['heldout-45k-distill'].images == 5000
+    assert render.BUDGETS['heldout-45k-distill'].images(ctx) == 5000 and render.BUDGETS['45k-distill'].images(ctx) == 10000
     # arms short of 3 runs: the rule waits, with the bound their missing runs would have to reach (the range floor here:
     # traj_uniform's 45-50, 5 points) and, only where that is out of reach, the best complete arm
     partial = {**flat, 'traj_uniform': [45.0, 50.0, 47.0], 'traj_softmax': [40.0, 40.5],
@@ -169,7 +172,7 @@ def test_the_trained_grid_sentence_gives_its_margins_against_the_floor(tmp_path)
 
     def sweep(*seeds):  # per seed: (euler 6, euler 8, euler 24) test top-1
         runs = {('odevit_tiny_cifar' + (f'@seed{s}' if s else '')): {
-            'seed': s, 'kwargs': {'steps': 6}, 'test_top1': e6, 'inference_grid_sweep': {'test_top1': [
+            'seed': s, 'kwargs': {'steps': 6}, 'test_top1': e6, 'inference_grid_sweep': {'images': 2000, 'test_top1': [
                 {'method': 'euler', 'steps': 6, 'top1': e6}, {'method': 'euler', 'steps': 8, 'top1': e8},
                 {'method': 'euler', 'steps': 24, 'top1': e24}]}} for s, (e6, e8, e24) in enumerate(seeds)}
         (tmp_path / 'accuracy_vs_params.json').write_text(json.dumps({'runs': runs}))

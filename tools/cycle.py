@@ -22,9 +22,9 @@ that contradicts itself, its summary.csv, its card or its weights.
 
 ``--select-grids N ...`` (an anytime cycle, e.g. one trained with ``train_depth``): the release's and the cycle's
 weights are both measured on the run's held-out split at each of these depths; the cycle is released when their mean
-top-1 over the depths beats the release's by more than one standard error of that mean's level, and at the model's own
-grid it is no worse than the release's by more than the noise above (a checkpoint for every budget, not one bought
-with the budget it serves).
+top-1 over the depths beats the release's by more than √(2 ln k) standard errors of that mean's level (the epoch was
+picked among k on the same images), and at the model's own grid it is no worse than the release's by more than one
+standard error (a checkpoint for every budget, not one bought with the budget it serves).
 """
 import argparse
 import csv
@@ -362,6 +362,20 @@ def _hours(seconds) -> str:
     return '?' if seconds is None else f'{seconds / 3600:.1f} h'
 
 
+def gate_today(cycle: Dict[str, Any], images: int) -> Optional[Dict[str, float]]:
+    """A released cycle's held-out gain and the gain today's gate needs for it (:func:`release_cycle`): √(2 ln k)
+    standard errors for its best of k epochs, of the held-out top-1 or, for an anytime cycle, of the mean over depths
+    (None for a cycle whose record lacks the numbers)."""
+    crit = cycle.get('criterion')
+    if not crit and 'val_top1_before' not in cycle:
+        return None
+    gain, level = ((crit['mean_gain'], crit['mean_before']) if crit else
+                   (cycle['val_top1'] - cycle['val_top1_before'], cycle['val_top1_before']))
+    images = crit['images'] if crit else cycle.get('val_images', images)
+    return {'gain': gain, 'needed': noise_floor(level, images) * selection_margin(cycle['epochs']),
+            'of': 'mean held-out gain over depths' if crit else 'held-out gain'} if images else None
+
+
 def anytime_note(criterion: Dict[str, Any]) -> str:
     """The card's words for a cycle released on the anytime criterion."""
     depths = ', '.join(criterion['val_top1_at_depth'])
@@ -381,7 +395,8 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
                 + (f" ± {1.96 * noise_floor(c['test_top1'], images):.2f}" if images else ''))
         command = c['command'].replace('|', '\\|').replace('\n', ' ')
         command = command if '`' in command else f'`{command}`'
-        lines.append(f"| {c['cycle']} | {command} | {c['speed']['setting']} | {c['epochs']} | {_hours(c.get('seconds'))} "
+        hours = f"≈ {_hours(c['seconds'])} ‡" if c.get('seconds_from') else _hours(c.get('seconds'))
+        lines.append(f"| {c['cycle']} | {command} | {c['speed']['setting']} | {c['epochs']} | {hours} "
                      f"| {c['val_top1']:.2f} ({'EMA' if c['weights'] == 'ema' else 'raw'}, epoch {c['best_epoch'] + 1} of "
                      f"{c['epochs']}) | {test} |")
     missing = [str(c['cycle']) for c in record['cycles'] if not c.get('per_epoch_record', True)]
@@ -395,14 +410,25 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
     decided = [str(c['cycle']) for c in on_anytime]
     listed = f"s {', '.join(decided[:-1])} and {decided[-1]} were" if len(decided) > 1 else f" {''.join(decided)} was"
     anytime = f' Cycle{listed} decided on the anytime criterion instead (the notes below the table).' if decided else ''
+    later = record['cycles'][1:]
+    gates = [(c['cycle'], g) for c in later for g in [gate_today(c, record.get('selection', {}).get('images'))] if g]
+    short = [f"{n} ({g['of']} {g['gain']:+.2f}, needed > {g['needed']:.2f})" for n, g in gates if g['gain'] <= g['needed']]
+    one_se = [str(c['cycle']) for c in later if 'gate' not in c]
+    today = ((f" Cycle{'s' if len(one_se) > 1 else ''} {', '.join(one_se)} passed on one standard error, the gate of "
+              f"{'their' if len(one_se) > 1 else 'its'} day." if one_se else '')
+             + (f" Cycle{'s' if len(short) > 1 else ''} {' and '.join(short)} would not pass today's gate." if short else
+                " Every later cycle also passes today's gate." if gates else ''))
+    guessed = [c for c in record['cycles'] if c.get('seconds_from')]
+    unmeasured = ''.join(f"\n- ‡ Cycle {c['cycle']}'s wall time is not a measurement: {c['seconds_from']}; the total "
+                         'includes it.' for c in guessed)
     return f'''
 ## Training cycles
 
 Cycle 0 trained from scratch; every later cycle started from the weights released before it (a warm restart:
 fresh optimizer, short warm-up, cosine to zero) and replaced them only when its best held-out validation top-1 (best
-epoch of the cycle) beat theirs by more than the measurement noise on the held-out images: one binomial standard
-error for the cycles released before commit 82ddcd6 (2026-12-04), √(2 ln k) of them (at least one) since, for the
-best of k epochs (an allowance for that pick; neither is the seed-to-seed spread of a recipe).{anytime} The same held-out images decided all
+epoch of the cycle) beat theirs by more than the measurement noise on the held-out images. Today's gate asks for
+√(2 ln k) binomial standard errors (at least one) for the best of k epochs, an allowance for that pick (neither is the
+seed-to-seed spread of a recipe).{anytime}{today} The same held-out images decided all
 {len(record['cycles']) - 1} later cycles. Test top-1 is given with its 95 % binomial interval. The details above
 describe the last cycle. [{RECORD}]({RECORD}) holds this table,
 [{SUMMARY}]({SUMMARY}) every epoch of every cycle (column `cycle`; epochs restart at 0 in each cycle) and the
@@ -410,7 +436,7 @@ learning curve spans the cycles.{note} Total training time: {_hours(record['tota
 
 | cycle | command | speed setting | epochs | wall time | held-out top-1 (weights, epoch) | test top-1 before → after (95 %) |
 |---|---|---|---|---|---|---|
-''' + '\n'.join(lines) + '\n' + (f'\nNotes:\n{notes}\n' if notes else '')
+''' + '\n'.join(lines) + '\n' + (f'\nNotes:\n{notes}{unmeasured}\n' if notes or unmeasured else '')
 
 
 def with_section(card: str, section: str) -> str:
@@ -517,7 +543,7 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     if select_grids:
         measured = held_out_at_depths(release_dir, best, held, select_grids)
         mean_before, mean_after = (statistics.fmean(measured[k].values()) for k in ('before', 'after'))
-        mean_floor = noise_floor(mean_before, measured['images'])
+        mean_floor = noise_floor(mean_before, measured['images']) * selection_margin(evaluations)
         criterion = {'name': 'anytime', 'split': measured['split'], 'images': measured['images'],
                      'val_top1_at_depth_before': measured['before'], 'val_top1_at_depth': measured['after'],
                      'mean_before': round(mean_before, 4), 'mean': round(mean_after, 4),
@@ -544,6 +570,8 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
         record['cycles'].append(cycle_entry(
             cycle, command, run, best, held, speed_entry, metrics, val_top1_before=before['top1'],
             test_top1_before=record['test']['top1'], started_from_sha256=record['weights_sha256'],
+            gate={'needed': decision['required_gain'] if criterion is None else criterion['required_mean_gain'],
+                  'evaluations': evaluations},
             **({'criterion': criterion} if criterion else {}),
             **({'test_top1_at_depth': {str(g['depth']): round(g['top1'], 2) for g in metrics['grids']}}
                if metrics.get('grids') else {})))
