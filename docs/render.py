@@ -420,9 +420,6 @@ COMPARISONS = [
     ('layernorm_vs_centernorm_45k', 'LayerNorm field vs CenterNorm field (both without final norm, spectral head)', '45k',
      lambda c: acc(c, 'odevit_tiny_cifar_layernorm'), lambda c: acc(c, 'odevit_tiny_cifar_spectral_head'),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_layernorm odevit_tiny_cifar_spectral_head --seed N'),
-    ('final_norm_45k', 'CenterNorm field with a final LayerNorm † vs without (spectral head)', '45k',
-     lambda c: acc(c, 'odevit_tiny_cifar_final_norm'), lambda c: acc(c, 'odevit_tiny_cifar_spectral_head'),
-     'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_final_norm odevit_tiny_cifar_spectral_head --seed N'),
     ('grid_euler24', 'trained on euler 6, evaluated on euler 24 vs on euler 6 (2,000 test images)', '45k_grid',
      lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 24), lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 6),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar --seed N'),
@@ -793,8 +790,6 @@ ACC_LABELS = {
     'odevit_tiny_cifar': 'ODE-ViT D 256, 6 Euler steps, CenterNorm field, no final norm (the paper\'s), timm\'s classifier init',
     'odevit_tiny_cifar_spectral_head': 'the same with the reference\'s spectral-norm head (`head_init=\'spectral\'`) ‡',
     'odevit_tiny_cifar_layernorm': 'spectral head ‡, LayerNorm field (`field_norm=\'layer\'`)',
-    'odevit_tiny_cifar_final_norm': 'CenterNorm field, final LayerNorm †',
-    'odevit_tiny_cifar_layernorm_final_norm': 'LayerNorm field, final LayerNorm †',
     'vit_tiny_cifar_flops_matched': 'discrete timm ViT, 12 blocks D 192: **bViT\'s FLOPs**',
 }
 
