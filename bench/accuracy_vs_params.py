@@ -42,7 +42,8 @@ MODELS = {
                                         "ODE-ViT, 6 Euler steps, the reference's spectral-norm head"),
     'odevit_tiny_cifar_layernorm': ('odevit_tiny_cifar', {'steps': 6, 'field_norm': 'layer', 'head_init': 'spectral'},
                                     'ODE-ViT, 6 Euler steps, LayerNorm field'),
-    # the measured cost of a LayerNorm between X(1) and the head (not the paper's)
+    # a LayerNorm between X(1) and the head (not the paper's; no rows on file: the old ones used a token init that
+    # no option reproduces, and were removed)
     'odevit_tiny_cifar_final_norm': ('odevit_tiny_cifar', {'steps': 6, 'final_norm': True, 'head_init': 'spectral'},
                                      'ODE-ViT, 6 Euler steps, final LayerNorm'),
     'odevit_tiny_cifar_layernorm_final_norm': ('odevit_tiny_cifar',

@@ -1186,17 +1186,17 @@ def table_release_speed(ctx: Context) -> str:
 
 
 def _speed_rule(ctx: Context) -> str:
-    """tools.speed's rule for choosing a setting, from the defaults of its ``choose`` (read from the source)."""
+    """tools.speed's rule for choosing a setting: its TOLERANCE, MIN_SPEEDUP and MIN_WINS (read from the source)."""
     import ast
     import fractions
     tree = ast.parse((ROOT / 'tools' / 'speed.py').read_text())
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == 'choose')
-    args = fn.args.args[-len(fn.args.defaults):]
-    rule = {a.arg: eval(compile(ast.Expression(d), 'speed.py', 'eval'), {'__builtins__': {}})  # constants only
-            for a, d in zip(args, fn.args.defaults)}
-    wins = fractions.Fraction(rule['min_wins']).limit_denominator(10)
-    return (f"a loss within {rule['tolerance']:.0%} of fp32's, a median update at least {rule['min_speedup']:.0%} "
-            f'faster and a faster update in {wins} of the pairs').replace('%', ' %')
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Tuple)
+                and [t.id for t in n.targets[0].elts] == ['TOLERANCE', 'MIN_SPEEDUP', 'MIN_WINS'])
+    tolerance, min_speedup, min_wins = eval(compile(ast.Expression(node.value), 'speed.py', 'eval'),
+                                            {'__builtins__': {}})  # constants only
+    wins = fractions.Fraction(min_wins).limit_denominator(10)
+    return (f"a loss within {tolerance:.0%} of fp32's, a median update at least {min_speedup:.0%} faster and a faster "
+            f'update in {wins} of the pairs').replace('%', ' %')
 
 
 def table_memory(ctx: Context) -> str:
@@ -1228,10 +1228,10 @@ def runtime(ctx: Context, script: str) -> str:
         return 'not run yet'
     d = ctx.json(script)
     rows = _result_rows(d)
-    if rows and all(isinstance(r.get('environment'), dict) for r in rows):
+    if rows:
         by_machine: Dict[str, List[float]] = {}
         for r in rows:  # a row read from a run's own record names that run's machine (``hardware``)
-            machine = r.get('hardware') or r['environment'].get('machine', 'an unrecorded machine')
+            machine = r.get('hardware') or (r.get('environment') or {}).get('machine') or 'a machine not recorded'
             by_machine.setdefault(machine, []).extend(_walk_seconds(r))
     else:
         by_machine = {' / '.join(_machines(ctx, script)): _walk_seconds(d)}
@@ -1286,7 +1286,8 @@ def _where_measured(ctx: Context) -> str:
                                                           for n in partly)
     unnamed = [n for n, ms in per.items() if not ms]
     if unnamed:
-        text += f'; the rows of {len(unnamed)} older files name no machine: ' + ', '.join(f'`{n}`' for n in unnamed)
+        text += (f'; the rows of {len(unnamed)} older file{"s" if len(unnamed) > 1 else ""} name no machine: '
+                 + ', '.join(f'`{n}`' for n in unnamed))
     mixed = [n for n, ms in per.items() if ms and len({'environment' in r for r in _result_rows(ctx.json(n))}) == 2]
     if mixed:  # rows re-measured since rows record their environment, beside older rows that do not
         text += '; some older rows of ' + ', '.join(f'`{n}`' for n in mixed) + ' name no machine'

@@ -362,6 +362,11 @@ def _hours(seconds) -> str:
     return '?' if seconds is None else f'{seconds / 3600:.1f} h'
 
 
+def _listed(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return ' and '.join(filter(None, [', '.join(items[:-1]), items[-1]])) if items else ''
+
+
 def gate_today(cycle: Dict[str, Any], images: int) -> Optional[Dict[str, float]]:
     """A released cycle's held-out gain and the gain today's gate needs for it (:func:`release_cycle`): √(2 ln k)
     standard errors for its best of k epochs, of the held-out top-1 or, for an anytime cycle, of the mean over depths
@@ -408,16 +413,21 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
     on_anytime = [c for c in record['cycles'] if c.get('criterion', {}).get('name') == 'anytime']
     notes += ''.join(f"\n- Cycle {c['cycle']}: {anytime_note(c['criterion'])}" for c in on_anytime)
     decided = [str(c['cycle']) for c in on_anytime]
-    listed = f"s {', '.join(decided[:-1])} and {decided[-1]} were" if len(decided) > 1 else f" {''.join(decided)} was"
+    listed = f"s {_listed(decided)} were" if len(decided) > 1 else f" {''.join(decided)} was"
     anytime = f' Cycle{listed} decided on the anytime criterion instead (the notes below the table).' if decided else ''
     later = record['cycles'][1:]
-    gates = [(c['cycle'], g) for c in later for g in [gate_today(c, record.get('selection', {}).get('images'))] if g]
-    short = [f"{n} ({g['of']} {g['gain']:+.2f}, needed > {g['needed']:.2f})" for n, g in gates if g['gain'] <= g['needed']]
-    one_se = [str(c['cycle']) for c in later if 'gate' not in c]
-    today = ((f" Cycle{'s' if len(one_se) > 1 else ''} {', '.join(one_se)} passed on one standard error, the gate of "
+    gates = [(c['cycle'], gate_today(c, record.get('selection', {}).get('images'))) for c in later]
+    short = [f"{n} ({g['of']} {g['gain']:+.2f}, needed > {g['needed']:.2f})" for n, g in gates if g and g['gain'] <= g['needed']]
+    unchecked = [str(n) for n, g in gates if g is None]
+    # no recorded gate: an anytime cycle (no allowance before 73b38c5) or a cycle the tooling did not stamp (`recorded`
+    # came in de8cdf9; plain cycles had the allowance from 82ddcd6 on, and none of the committed ones fall between)
+    one_se = [str(c['cycle']) for c in later if 'gate' not in c and ('criterion' in c or 'recorded' not in c)]
+    today = ((f" Cycle{'s' if len(one_se) > 1 else ''} {_listed(one_se)} passed on one standard error, the gate of "
               f"{'their' if len(one_se) > 1 else 'its'} day." if one_se else '')
-             + (f" Cycle{'s' if len(short) > 1 else ''} {' and '.join(short)} would not pass today's gate." if short else
-                " Every later cycle also passes today's gate." if gates else ''))
+             + (f" Cycle{'s' if len(short) > 1 else ''} {_listed(short)} would not pass today's gate." if short else
+                " Every later cycle also passes today's gate." if later and not unchecked else '')
+             + (f" Cycle{'s' if len(unchecked) > 1 else ''} {_listed(unchecked)} cannot be checked against it (no "
+                'held-out top-1 before the cycle in the record).' if unchecked else ''))
     guessed = [c for c in record['cycles'] if c.get('seconds_from')]
     unmeasured = ''.join(f"\n- ‡ Cycle {c['cycle']}'s wall time is not a measurement: {c['seconds_from']}; the total "
                          'includes it.' for c in guessed)
@@ -533,6 +543,8 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     floor = se * selection_margin(evaluations) if min_gain is None else float(min_gain)
     if floor < 0:
         raise ValueError(f'min_gain is a number of points >= 0, got {min_gain}')
+    if select_grids and min_gain is not None:
+        raise ValueError('min_gain does not apply to an anytime cycle (select_grids): its gate is on the mean over depths')
     gain = best['top1'] - before['top1']
     decision = {'release': release_dir.name, 'run': str(run['dir']), 'epoch': best['epoch'],
                 'weights': best['weights'], 'val_top1': best['top1'], 'val_top1_before': before['top1'],

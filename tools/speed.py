@@ -34,6 +34,7 @@ SETTINGS: Dict[str, Tuple[str, ...]] = {
     'bf16+channels_last': ('--amp', '--amp-dtype', 'bfloat16', '--channels-last'),
 }
 REFERENCE = 'fp32'
+TOLERANCE, MIN_SPEEDUP, MIN_WINS = 0.01, 0.05, 2 / 3  # the rule of :func:`choose` (its defaults, the CLI's)
 
 
 def loss_change(results: Dict[str, Dict], name: str) -> float:
@@ -55,8 +56,8 @@ def paired_wins(results: Dict[str, Dict], name: str) -> Optional[float]:
     return sum(a < b for a, b in pairs) / len(pairs)
 
 
-def choose(results: Dict[str, Dict[str, float]], tolerance: float = 0.01, min_speedup: float = 0.05,
-           min_wins: float = 2 / 3) -> str:
+def choose(results: Dict[str, Dict[str, float]], tolerance: float = TOLERANCE, min_speedup: float = MIN_SPEEDUP,
+           min_wins: float = MIN_WINS) -> str:
     """The fastest setting whose loss is finite and within ``tolerance`` (relative) of fp32's on the same batches;
     a setting other than fp32 must also be at least ``min_speedup`` faster per update than fp32 (median) and faster
     in at least ``min_wins`` of the timed updates paired with fp32's (a smaller or inconsistent gain is timing
@@ -307,8 +308,8 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
 
 
 def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, updates: int = 8,
-           settings: Iterable[str] = tuple(SETTINGS), tolerance: float = 0.01, device: Optional[str] = None,
-           log=None, min_speedup: float = 0.05, initial_checkpoint: Optional[str] = None,
+           settings: Iterable[str] = tuple(SETTINGS), tolerance: float = TOLERANCE, device: Optional[str] = None,
+           log=None, min_speedup: float = MIN_SPEEDUP, initial_checkpoint: Optional[str] = None,
            hours: Optional[float] = None) -> Dict:
     """Measure the settings for the model of a train.py ``--config`` YAML; returns the record (choice, flags,
     per-setting results, machine), also written to ``log``. ``hours``: also size the cycle to that much wall time
@@ -412,8 +413,8 @@ def main(argv=None) -> None:
     p.add_argument('--batch-size', type=int, default=32)
     p.add_argument('--updates', type=int, default=8, help='updates per setting, the first untimed')
     p.add_argument('--settings', nargs='+', default=list(SETTINGS), choices=list(SETTINGS))
-    p.add_argument('--tolerance', type=float, default=0.01, help='loss within this fraction of fp32\'s')
-    p.add_argument('--min-speedup', type=float, default=0.05, help='a setting must beat fp32 by this fraction')
+    p.add_argument('--tolerance', type=float, default=TOLERANCE, help='loss within this fraction of fp32\'s')
+    p.add_argument('--min-speedup', type=float, default=MIN_SPEEDUP, help='a setting must beat fp32 by this fraction')
     p.add_argument('--device', default=None)
     p.add_argument('--hours', type=float, default=None,
                    help='size the cycle to this much wall time: add --epochs N, the whole epochs that fit (needs '

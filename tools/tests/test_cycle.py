@@ -632,6 +632,17 @@ def test_card_says_which_cycles_passed_an_older_gate_and_would_fail_todays():
     assert 'Cycle 1 passed on one standard error, the gate of its day.' in section
     assert "Cycle 1 (held-out gain +0.76, needed > 1.30) would not pass today's gate." in section
     assert '| ≈ 2.5 h ‡ |' in section and "‡ Cycle 0's wall time is not a measurement: the cycle's model card" in section
+    # a plain cycle the tooling stamped (after the allowance came) passed on it; a cycle without its numbers is unchecked
+    record['cycles'] += [dict(base, cycle=3, val_top1=79.0, val_top1_before=77.0, recorded={'commit': 'x'}),
+                         dict(base, cycle=4, val_top1=80.0, recorded={'commit': 'y'})]
+    section = cycle.card_section(record)
+    assert 'Cycle 1 passed on one standard error' in section and 'Cycle 4 cannot be checked against it' in section
+    assert 'Every later cycle' not in section and cycle._listed(['1', '2', '3']) == '1, 2 and 3'
+
+
+def test_min_gain_does_not_apply_to_an_anytime_cycle(release, run_of):
+    with pytest.raises(ValueError, match='min_gain does not apply'):
+        cycle.release_cycle(run_of(), release, COMMAND, dry_run=True, select_grids=[1, 2], min_gain=0.5)
 
 
 def test_anytime_measurement_is_both_models_on_the_runs_validation_split(release, run_of, data):
