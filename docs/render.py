@@ -1230,8 +1230,12 @@ def runtime(ctx: Context, script: str) -> str:
     rows = _result_rows(d)
     if rows:
         by_machine: Dict[str, List[float]] = {}
+        # a file from before rows recorded their environment has only its command's, at the top; in a file that has
+        # both, a row without one is older than the command at the top
+        top = None if any(isinstance(r.get('environment'), dict) for r in rows) else d.get('environment')
         for r in rows:  # a row read from a run's own record names that run's machine (``hardware``)
-            machine = r.get('hardware') or (r.get('environment') or {}).get('machine') or 'a machine not recorded'
+            machine = (r.get('hardware') or (r.get('environment') or {}).get('machine') or (top or {}).get('machine')
+                       or 'a machine not recorded')
             by_machine.setdefault(machine, []).extend(_walk_seconds(r))
     else:
         by_machine = {' / '.join(_machines(ctx, script)): _walk_seconds(d)}

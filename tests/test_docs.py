@@ -193,6 +193,11 @@ def test_bench_readme_times_a_run_per_machine_when_its_rows_name_theirs(tmp_path
         '20 min (one run in the JSON; on cpu); 60 s per run (median of 2 runs in the JSON; on gpu)'
     (tmp_path / 'x.json').write_text(json.dumps({'environment': {'machine': 'cpu'}, 'rows': [{'train_s': 30}]}))
     assert render.runtime(render.Context(results=tmp_path), 'x') == '30 s (one run in the JSON; on cpu)'
+    # rows of an earlier command beside rows that record their own machine: not the top's (the latest command's)
+    rows = [{'train_s': 30}, {'train_s': 40, 'environment': {'machine': 'gpu'}}]
+    (tmp_path / 'x.json').write_text(json.dumps({'environment': {'machine': 'gpu'}, 'rows': rows}))
+    assert render.runtime(render.Context(results=tmp_path), 'x') == \
+        '30 s (one run in the JSON; on a machine not recorded); 40 s (one run in the JSON; on gpu)'
 
 
 def test_where_measured_names_gpu_studies_mixed_ones_and_files_without_a_machine(tmp_path):
@@ -203,7 +208,7 @@ def test_where_measured_names_gpu_studies_mixed_ones_and_files_without_a_machine
         (tmp_path / f'{name}.json').write_text(json.dumps({'rows': rows}))
     assert render._where_measured(render.Context(results=tmp_path)) == (
         '2-core CPUs (Intel(R) Xeon(R)), except the rows of 1 studies measured on 1x NVIDIA H200: `a`, and some rows of '
-        '`b` (each row names its machine); the rows of 1 older files name no machine: `d`')
+        '`b` (each row names its machine); the rows of 1 older file name no machine: `d`')
 
 
 def test_distillation_arms_are_the_study_scripts():
