@@ -719,11 +719,11 @@ def _one(values: set):
     return next(iter(values))
 
 
-def _release_train_depth(tag: str) -> str:
+def _release_train_depth(ctx: Context, tag: str) -> str:
     """'lo–hi': the Euler steps per update the release's last cycle drew (``train_depth`` of the config its command
     names), or the fixed steps of that config."""
     import yaml
-    last = json.loads((RELEASE / tag / 'record.json').read_text())['cycles'][-1]
+    last = next(r for r in releases(ctx) if r['tag'] == tag)['cycles']['cycles'][-1]
     kwargs = yaml.safe_load((ROOT / re.search(r'--config (\S+)', last['command']).group(1)).read_text())['model_kwargs']
     return '–'.join(map(str, kwargs['train_depth'])) if kwargs.get('train_depth') else str(kwargs['steps'])
 
@@ -1531,7 +1531,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'speed_checked': lambda c: (f'{len(_speed_checks(c))} of the '
                                 f'{sum(len(r["cycles"]["cycles"]) for r in releases(c))} release cycles'),
     'release_3_steps_loss.odevit_tiny_cifar.c10': lambda c: _release_depth_loss(c, 'odevit_tiny_cifar.c10'),
-    'release_train_depth.odevit_tiny_cifar.c10': lambda c: _release_train_depth('odevit_tiny_cifar.c10'),
+    'release_train_depth.odevit_tiny_cifar.c10': lambda c: _release_train_depth(c, 'odevit_tiny_cifar.c10'),
     'release_selection_images': lambda c: _one({r['cycles']['selection']['images'] for r in releases(c)}),
     'inspect_provenance': _inspect_provenance,
     'claims_summary': _claims_summary,
