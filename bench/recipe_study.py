@@ -27,7 +27,7 @@ import tempfile
 import time
 
 from _data import make_subset
-from _util import RESULTS, environment, read_result
+from _util import RESULTS, read_result, write_result
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = {
@@ -118,7 +118,7 @@ def main() -> None:
                     continue
                 row = dict(run(model, candidate, data, args, runs_dir), budget=budget)
                 rows = [r for r in rows if (r['model'], r['candidate'], r['budget']) != key] + [row]
-                out.write_text(json.dumps({'environment': environment(), 'rows': rows}, indent=1) + '\n')
+                write_result('recipe_study', {'rows': rows})  # atomic; the rows measured now get the environment
                 print(json.dumps(row)[:300], flush=True)
     print('\n| model | candidate | extra train.py args | best val top-1 | last val top-1 | Δ best vs base | wall s |')
     print('|---|---|---|---|---|---|---|')

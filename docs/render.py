@@ -25,6 +25,7 @@ import csv
 import hashlib
 import json
 import math
+import os
 import pathlib
 import re
 import statistics
@@ -1616,6 +1617,17 @@ def render(template: str, ctx: Context, source: str = '') -> str:
     return note + body
 
 
+def _write_atomic(path: pathlib.Path, text: str) -> None:
+    """``path`` holds ``text`` afterwards, or what it held before (a temporary file beside it, ``os.replace``d over it;
+    timm_odevit._checks.write_atomic's twin: this script imports no torch)."""
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--check', action='store_true', help='write nothing; exit 1 if a generated file would change')
@@ -1628,7 +1640,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             continue
         stale.append(out.relative_to(ROOT))
         if not args.check:
-            out.write_text(text)
+            _write_atomic(out, text)
     for path in stale:
         print(('stale: ' if args.check else 'wrote ') + str(path))
     return 1 if args.check and stale else 0

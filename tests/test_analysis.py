@@ -1,4 +1,5 @@
 import json
+import os
 import re
 import pathlib
 
@@ -133,6 +134,20 @@ def test_inspect_writes_readable_figures(model, image, tmp_path):
         assert png.stat().st_size > 5000 and png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     data = json.loads((tmp_path / 'summary.json').read_text())
     assert len(data['time_points']) == 7 and 'lyapunov_exponent' in data
+
+
+def test_inspect_cut_off_keeps_the_old_figures(model, image, tmp_path, monkeypatch):
+    """Each figure is written whole or not at all: a run killed while writing leaves the earlier run's file."""
+    old = tmp_path / 'attention_over_time.png'
+    old.write_bytes(b'earlier run')
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, 'replace', killed)
+    with pytest.raises(KeyboardInterrupt):
+        inspect_image(model, image, str(tmp_path))
+    assert old.read_bytes() == b'earlier run' and [p.name for p in tmp_path.iterdir()] == [old.name]
 
 
 def test_inspect_command(tmp_path, capsys):

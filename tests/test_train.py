@@ -1,6 +1,7 @@
 """The train.py entry point: locating timm's script, configs, and end-to-end runs of the REAL
 train.py (found at $TIMM_TRAIN_PY, in the cache, or in ../shared/timm beside the checkout)."""
 import glob
+import io
 import json
 import os
 import pathlib
@@ -67,6 +68,24 @@ def test_shared_copy_beside_the_checkout_is_found(tmp_path, monkeypatch):
     cached.parent.mkdir(parents=True)
     cached.write_text('# stub')
     assert locate_script('train.py', download=False) == cached
+
+
+def test_downloaded_script_lands_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A download cut off while it is written leaves no script in the cache (the next call would run a part)."""
+    monkeypatch.delenv('TIMM_TRAIN_PY', raising=False)
+    monkeypatch.setenv('TIMM_ODEVIT_CACHE', str(tmp_path))
+    monkeypatch.setattr(timm_odevit.train, 'SHARED_SCRIPTS_DIR', tmp_path / 'no_shared')
+    monkeypatch.setattr(timm_odevit.train.urllib.request, 'urlopen', lambda url, timeout: io.BytesIO(b'print(1)\n'))
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(os, 'replace', killed)
+        with pytest.raises(KeyboardInterrupt):
+            locate_script('validate.py')
+    assert [p for p in tmp_path.rglob('*') if p.is_file()] == []
+    assert locate_script('validate.py').read_bytes() == b'print(1)\n'
 
 
 def test_data_dir_without_images(tmp_path):

@@ -65,8 +65,7 @@ def attention_maps(model: nn.Module, states: torch.Tensor) -> torch.Tensor:
     return torch.stack([field_attention(model, z) for z in states])
 
 
-def cls_attention_mass(model: nn.Module, maps: torch.Tensor,
-                       grid: Optional[Tuple[int, int]] = None) -> torch.Tensor:
+def cls_attention_mass(model: nn.Module, maps: torch.Tensor, grid: Optional[Tuple[int, int]] = None) -> torch.Tensor:
     """[CLS] -> patch attention (mean over heads, renormalised over patches) on the patch grid:
     (P + 1, B, h, w). ``grid``: (h, w) of the input's patches (default: the model's built size; give it
     for another input size, e.g. ``model.patch_embed.dynamic_feat_size(x.shape[-2:])``)."""

@@ -23,10 +23,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from timm.data import resolve_data_config
 
-from ._checks import is_real, read_json, replaced_folder
+from ._checks import is_real, read_json, replaced_folder, write_atomic
 from .evaluation import (  # noqa: F401  (evaluate_together, DEFAULT_GRIDS: part of the export API)
-    DEFAULT_GRIDS, check_grids, eval_transform, evaluate, evaluate_grids, evaluate_together, image_folder, short,
-)
+    DEFAULT_GRIDS, check_grids, eval_transform, evaluate, evaluate_grids, evaluate_together, image_folder, short)
 from .model_card import LEARNING_CURVE, TRAINING_LOG, model_card, plot_learning_curve, read_summary
 from .models._common import CIFAR10_LABELS, check_state_dict, checkpoint_weights, selected_weights
 
@@ -318,9 +317,9 @@ def install_in_hf_cache(folder, repo_id: str, cache_dir: Optional[str] = None, r
     snapshot.mkdir(parents=True, exist_ok=True)
     for f in pathlib.Path(folder).iterdir():
         if f.is_file():
-            shutil.copy(f, snapshot / f.name)
+            write_atomic(snapshot / f.name, f.read_bytes())
     (repo / 'refs').mkdir(exist_ok=True)
-    (repo / 'refs' / revision).write_text(commit)
+    write_atomic(repo / 'refs' / revision, commit)
     return snapshot
 
 

@@ -8,6 +8,7 @@ principal components), dynamics.png (per-step displacement ‖X_{k+1} − X_k‖
 time), lyapunov.png (log growth of the tangent vector per step) and summary.json.
 """
 import argparse
+import io
 import json
 import math
 import pathlib
@@ -117,7 +118,8 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
 
 def _save(fig, path: pathlib.Path) -> None:
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(png := io.BytesIO(), format='png', dpi=100)
+    write_atomic(path, png.getvalue())
 
 
 def _finite_or_none(obj):

@@ -71,7 +71,7 @@ def locate_script(script: str = 'train.py', explicit: Optional[str] = None, down
             with urllib.request.urlopen(url, timeout=15) as response:
                 text = response.read()
             cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_bytes(text)
+            write_atomic(cached, text)  # never a truncated script in the cache, run by the next call
             return cached
         except OSError as e:
             reason = f'download from {url} failed ({e})'
