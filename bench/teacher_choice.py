@@ -1,7 +1,7 @@
 """The distillation teacher's architecture, chosen by held-out top-1 per CPU hour (issue 44).
 
 Candidates run side by side (same config, same machine, at the same time; give each the same number of threads,
-or their per-hour figures compare unequal resources: each row records its run's ``hardware``) with timm's train.py
+or their per-hour figures compare unequal resources: each row records the ``hardware`` of its compared epochs) with timm's train.py
 through ``python -m timm_odevit.train``; this reads their run folders after the same number of epochs and writes
 ``results/teacher_choice.json``:
 
@@ -44,7 +44,17 @@ def run_row(run_dir: pathlib.Path, log: pathlib.Path, epochs: int) -> dict:
     return {'model': args['model'], 'model_kwargs': args.get('model_kwargs') or {}, 'data_dir': args['data_dir'],
             'val_split': args['val_split'], 'epochs_done': epochs, 'epochs_scheduled': args['epochs'],
             'held_out_top1': top1, 'held_out_top1_ema': float(rows[epochs - 1]['eval_top1']), 'wall_s': round(wall, 1), 'held_out_top1_per_hour': round(top1 / (wall / 3600), 2),
-            'hardware': seconds.get('hardware'), 'run': run_dir.name}
+            'hardware': _hardware(seconds, epochs), 'run': run_dir.name}
+
+
+def _hardware(seconds: dict, epochs: int) -> str:
+    """The machine of the compared epochs (train_time.json's ``epoch_hardware``); a record without it names only the
+    last epoch's machine, which a resume with other threads changes: refused rather than misattributed."""
+    per_epoch = {seconds.get('epoch_hardware', {}).get(str(e)) for e in range(epochs)}
+    if None in per_epoch:
+        raise SystemExit("train_time.json has no per-epoch machine (epoch_hardware): this comparison cannot say what "
+                         "its epochs ran on")
+    return ' / '.join(sorted(per_epoch))
 
 
 def main():

@@ -436,6 +436,22 @@ def test_validate_and_another_script_together_are_refused():
         timm_odevit.train.main(['--validate', '--script', 'benchmark.py', '--model', 'odevit_tiny_cifar'])
 
 
+def test_each_epoch_keeps_the_machine_it_ran_on_across_a_resume_with_other_threads(tmp_path):
+    """A resume with another thread count overwrites ``hardware`` (the last epoch's), not the earlier epochs' own."""
+    from timm_odevit.train import record_train_time
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        record_train_time(tmp_path, 0)
+        torch.set_num_threads(2)
+        record_train_time(tmp_path, 1)
+    finally:
+        torch.set_num_threads(threads)
+    record = json.loads((tmp_path / 'train_time.json').read_text())
+    assert record['epoch_hardware']['0'].endswith(' 1 threads') and record['epoch_hardware']['1'].endswith(' 2 threads')
+    assert record['hardware'] == record['epoch_hardware']['1']
+
+
 def test_a_cut_train_time_record_is_named(tmp_path):
     from timm_odevit.train import record_train_time
     record_train_time(tmp_path, 0)

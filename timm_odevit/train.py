@@ -305,16 +305,17 @@ def hardware() -> str:
 
 def record_train_time(output_dir: pathlib.Path, epoch: int) -> None:
     """Add the wall time since the previous epoch's end (or the process start) to
-    ``train_time.json`` in the run's folder: the total across ``--resume`` runs, per epoch.
-    (Time spent in an epoch that a kill interrupted is not counted.)"""
+    ``train_time.json`` in the run's folder: the total across ``--resume`` runs, per epoch, and each epoch's machine
+    (``hardware``: the last epoch's; a resume may change the threads). (Time spent in an epoch that a kill interrupted
+    is not counted.)"""
     now = time.time()
     path = output_dir / 'train_time.json'
     record = read_json(path) if path.is_file() else {'epochs': {}}
     if not isinstance(record.get('epochs'), dict):
         raise ValueError(f'{path} has no "epochs" table: restore it or move it away to start a new record')
     record['epochs'][str(epoch)] = round(now - _CLOCK['last'], 1)
-    record['seconds'] = round(sum(record['epochs'].values()), 1)
-    record['hardware'] = hardware()
+    record['seconds'], record['hardware'] = round(sum(record['epochs'].values()), 1), hardware()
+    record.setdefault('epoch_hardware', {})[str(epoch)] = record['hardware']
     write_atomic(path, json.dumps(record, indent=1))
     _CLOCK['last'] = now
 
