@@ -88,6 +88,9 @@ def environment() -> Dict[str, str]:
         'python': platform.python_version(), 'torch': torch.__version__, 'timm': timm.__version__,
         'torchdiffeq': torchdiffeq.__version__, 'commit': commit, **({'checkout_moved_to': now} if now != commit else {}),
         'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+        # the 1/5/15-minute load averages when the row is written: a lone job of T threads reads about T, more means
+        # other work shared the machine (Unix only)
+        **({'load_average': [round(x, 2) for x in os.getloadavg()]} if hasattr(os, 'getloadavg') else {}),
         'command': ' '.join([os.path.basename(sys.executable)] + sys.argv),
     }
 

@@ -21,6 +21,7 @@ def test_rows_measured_now_get_the_environment_and_rows_read_back_keep_theirs(tm
     out = json.loads((tmp_path / 'x.json').read_text())
     env = out['environment']
     assert {'machine', 'cpu_cores', 'torch', 'commit', 'date', 'command'} <= set(env)
+    assert len(env['load_average']) == 3 and all(x >= 0 for x in env['load_average'])  # what else the machine ran
     assert env['command'].endswith('bench/x.py --seed 1')
     assert 'environment' not in out['runs']['old'] and 'environment' not in out['rows'][0]  # never back-filled
     assert out['runs']['new']['environment'] == out['rows'][1]['environment'] == env
