@@ -428,6 +428,11 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
                 " Every later cycle also passes today's gate." if later and not unchecked else '')
              + (f" Cycle{'s' if len(unchecked) > 1 else ''} {_listed(unchecked)} cannot be checked against it (no "
                 'held-out top-1 before the cycle in the record).' if unchecked else ''))
+    selection = record.get('selection', {})
+    floor = (f" (2·√(2p(1−p)/n) = {2 * math.sqrt(2) * noise_floor(selection['top1'], selection['images']):.2f} points at "
+             f"the last held-out top-1, n = {selection['images']:,})" if {'top1', 'images'} <= selection.keys() else '')
+    also = record.get('held_out_also_chose')
+    reused = f" The same images also chose: {'; '.join(also)}." if also else ''
     guessed = [c for c in record['cycles'] if c.get('seconds_from')]
     unmeasured = ''.join(f"\n- ‡ Cycle {c['cycle']}'s wall time is not a measurement: {c['seconds_from']}; the total "
                          'includes it.' for c in guessed)
@@ -436,10 +441,10 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
 
 Cycle 0 trained from scratch; every later cycle started from the weights released before it (a warm restart:
 fresh optimizer, short warm-up, cosine to zero) and replaced them only when its best held-out validation top-1 (best
-epoch of the cycle) beat theirs by more than the measurement noise on the held-out images. Today's gate asks for
-√(2 ln k) binomial standard errors (at least one) for the best of k epochs, an allowance for that pick (neither is the
-seed-to-seed spread of a recipe).{anytime}{today} The same held-out images decided all
-{len(record['cycles']) - 1} later cycles. Test top-1 is given with its 95 % binomial interval. The details above
+epoch of the cycle) beat theirs by the release gate of its day. Today's gate asks for √(2 ln k) binomial standard
+errors (at least one) for the best of k epochs, an allowance for that pick; it is smaller than the docs' noise floor
+for a difference of two such scores{floor}, and neither is the seed-to-seed spread of a recipe.{anytime}{today} The
+same held-out images decided all {len(record['cycles']) - 1} later cycles.{reused} Test top-1 is given with its 95 % binomial interval. The details above
 describe the last cycle. [{RECORD}]({RECORD}) holds this table,
 [{SUMMARY}]({SUMMARY}) every epoch of every cycle (column `cycle`; epochs restart at 0 in each cycle) and the
 learning curve spans the cycles.{note} Total training time: {_hours(record['total_seconds'])}{'' if timed else ' (some cycles untimed)'}.

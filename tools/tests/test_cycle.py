@@ -584,6 +584,18 @@ def test_card_section_states_each_cycles_note():
     assert 'Cycles 1, 2 and 3 were decided on the anytime criterion' in cycle.card_section({'total_seconds': 60., 'cycles': cycles})
 
 
+def test_card_section_gives_the_noise_floor_and_what_else_the_held_out_images_chose():
+    base = {'command': 'python -m timm_odevit.train', 'speed': {'setting': 'fp32'}, 'epochs': 2, 'seconds': 60.0,
+            'val_top1': 75.0, 'weights': 'raw', 'best_epoch': 1, 'test_top1': 74.0}
+    record = {'total_seconds': 120.0, 'selection': {'top1': 75.0, 'images': 5000},
+              'cycles': [dict(base, cycle=0, test_top1_before=None), dict(base, cycle=1, test_top1_before=74.0)]}
+    section = cycle.card_section(record)
+    assert '(2·√(2p(1−p)/n) = 1.73 points at the last held-out top-1, n = 5,000)' in section  # 2·√2·0.612
+    assert 'also chose' not in section
+    section = cycle.card_section(dict(record, held_out_also_chose=['the recipe (a.json)', 'the teacher (b.json)']))
+    assert 'The same images also chose: the recipe (a.json); the teacher (b.json).' in section
+
+
 # ---- the anytime criterion (--select-grids) -----------------------------------------------------------------
 def _measured(before, after, images=20):
     return lambda *a, **k: {'images': images, 'split': 'data/val', 'before': before, 'after': after}
