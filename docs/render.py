@@ -1253,10 +1253,26 @@ def trained_on(ctx: Context, script: str) -> str:
     rows = _result_rows(ctx.json(script))
     if rows and all('concurrent_runs' in r for r in rows):  # the rows say how many trainings shared the machine
         n = max(r['concurrent_runs'] for r in rows)
-        return f'trained on {" / ".join(machines)}, ' + ('one run at a time' if n == 1 else f'up to {n} runs at a '
-                                                         'time: times compare only between runs that ran alike')
+        return (f'trained on {" / ".join(machines)}{_which_rows_where(ctx.json(script))}, '
+                + ('one run at a time' if n == 1 else f'up to {n} runs at a time: times compare only between runs '
+                   'that ran alike'))
     return (f'trained on {" / ".join(machines)}' + ('; data and augmentation on the CPU, the train times beside other '
                                                     'studies on that GPU: no cost measure' if gpu else ''))
+
+
+def _which_rows_where(d: dict) -> str:
+    """For keyed runs measured on more than one machine: which rows ran where, the machine most rows ran on last (arms
+    and seeds compared across machines and torch versions are named, not hidden behind a list of machines)."""
+    runs = d.get('runs') if isinstance(d.get('runs'), dict) else {}
+    where: Dict[str, List[str]] = {}
+    for key, row in runs.items():
+        env = row.get('environment') if isinstance(row, dict) else None
+        if isinstance(env, dict) and env.get('machine'):
+            where.setdefault(f"{env['machine']}, torch {env.get('torch', '?')}", []).append(f'`{key}`')
+    if len(where) < 2:
+        return ''
+    *fewer, most = sorted(where, key=lambda m: len(where[m]))
+    return ' (' + '; '.join(f'{", ".join(where[m])} on {m}' for m in fewer) + f'; the other rows on {most})'
 
 
 def _result_rows(d: dict) -> List[dict]:

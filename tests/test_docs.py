@@ -217,3 +217,10 @@ def test_distillation_arms_are_the_study_scripts():
     tree = ast.parse((ROOT / 'bench' / 'distillation_study.py').read_text())
     arms = next(n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'ARMS')
     assert [k.value for k in arms.keys] == list(render.DISTILL_ARMS)
+
+
+def test_a_study_on_two_machines_names_which_rows_ran_where():
+    env = lambda m: {'environment': {'machine': m, 'torch': '2.x'}}  # noqa: E731
+    assert render._which_rows_where({'runs': {'a': env('gpu'), 'b': env('cpu'), 'c': env('cpu')}}) == \
+        ' (`a` on gpu, torch 2.x; the other rows on cpu, torch 2.x)'
+    assert render._which_rows_where({'runs': {'a': env('cpu'), 'b': env('cpu')}}) == ''
