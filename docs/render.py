@@ -421,10 +421,10 @@ COMPARISONS = [
     ('layernorm_vs_centernorm_45k', 'LayerNorm field vs CenterNorm field (both without final norm, spectral head)', '45k',
      lambda c: acc(c, 'odevit_tiny_cifar_layernorm'), lambda c: acc(c, 'odevit_tiny_cifar_spectral_head'),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar_layernorm odevit_tiny_cifar_spectral_head --seed N'),
-    ('grid_euler24', 'trained on euler 6, evaluated on euler 24 vs on euler 6 (2,000 test images)', '45k_grid',
+    ('grid_euler24', 'trained on euler 6, evaluated on euler 24 vs on euler 6 (the sweep\'s test images)', '45k_grid',
      lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 24), lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 6),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar --seed N'),
-    ('grid_rk4_6', 'trained on euler 6, evaluated with rk4 6 vs euler 6 (2,000 test images)', '45k_grid',
+    ('grid_rk4_6', 'trained on euler 6, evaluated with rk4 6 vs euler 6 (the sweep\'s test images)', '45k_grid',
      lambda c: grid(c, 'odevit_tiny_cifar', 'rk4', 6), lambda c: grid(c, 'odevit_tiny_cifar', 'euler', 6),
      'python bench/accuracy_vs_params.py --models odevit_tiny_cifar --seed N'),
     ('parity', 'ours with the reference\'s spectral-norm head vs the authors\' `ViTNeuralODE`', '10k',
@@ -740,7 +740,7 @@ def table_releases(ctx: Context) -> str:
         rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{top1} / {r["top5"]:.2f}',
                      _lineage(r, 'epochs', r['epochs']), r['checkpoint'], _lineage(r, 'wall', r['wall']),
                      f'`{r["config"]}`', record])
-    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)', 'epochs', 'checkpoint', 'training (2 CPU cores)',
+    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)', 'epochs', 'checkpoint', 'training wall time (each cycle\'s machine: its card)',
                      'config', 'training record in the folder'], rows)
 
 
@@ -958,6 +958,20 @@ def _early_exit_summary(ctx: Context) -> str:
     return (f'Against the fixed grid that scored best on these {d["images"]:,} test images among those costing no more '
             f'field evaluations (so the fixed side is picked on test), the {len(gaps)} early-exit settings differ by '
             f'{min(gaps):+.1f} … {max(gaps):+.1f} points of top-1: single runs, preliminary')
+
+
+def _anytime_random_verdict(ctx: Context) -> str:
+    """The random-depth arm against fixed-grid training at S, 3 and 24 steps, from those comparisons' verdicts."""
+    at = {'S': 'anytime_random_at_S', '3': 'anytime_random_at_3', '24': 'anytime_random_at_24'}
+    cs = {k: run_comparison(ctx, cid) for k, cid in at.items()}
+    if any(c is None or c['preliminary'] for c in cs.values()):
+        return 'its differences from fixed-grid training are preliminary (fewer than 3 seeds an arm)'
+    seeds = min(min(c['seeds']) for c in cs.values())
+    beyond = [f'at {k} ({c["delta"]:+.2f}, floor {c["floor"]:.2f})' for k, c in cs.items() if c['finding']]
+    if not beyond:
+        return (f'none of its differences from fixed-grid training (at S, 3 and 24 steps) exceeds the floor ({seeds} '
+                'seeds; the rows above), so the study does not show that it makes the grid a dial')
+    return f'its differences from fixed-grid training exceed the floor {"; ".join(beyond)} ({seeds} seeds; the rows above)'
 
 
 def _grid_best_own(ctx: Context) -> str:
@@ -1469,6 +1483,23 @@ def _full_epochs(ctx: Context) -> str:
     return '; '.join(text(m) for m in ('odevit_tiny_cifar', 'bvit_tiny_cifar', 'vit_odeified'))
 
 
+def _sgd_peak_lr(ctx: Context) -> str:
+    """timm's default SGD at peak lr from the first update (recipes_no_nan's `defaults` rows), as the README says it:
+    which models trained a full epoch, which blew up on the short runs and whether `--clip-grad 1` saved them."""
+    rows = [r for r in ctx.json('recipes_no_nan')['rows'] if r['name'].split()[-1] in ('defaults', 'defaults_clip1')]
+    model, failed = (lambda r: r['name'].split()[0]), (lambda r: bool(r['returncode'] or r['nan_or_inf']))
+    full = [r for r in rows if r['updates_planned'] * r['batch'] >= 44_992]  # 1,406 x 32: every full batch of 45k
+    ok = [r for r in full if not failed(r)]
+    epoch = ('every model' if len(ok) == len(full) else ', '.join(f'`{model(r)}`' for r in ok) or 'no model') + \
+        f' trained a full epoch at batch {"/".join(sorted({str(r["batch"]) for r in full}))}'
+    clipped = {(model(r), r['batch']) for r in rows if r['name'].endswith('_clip1') and not failed(r)}
+    blew = [f'`{model(r)}` blew up at batch {r["batch"]}' + (' unless `--clip-grad 1`' if (model(r), r['batch']) in clipped
+                                                              else '')
+            for r in rows if r not in full and r['name'].endswith(' defaults') and failed(r)]
+    batches = ' and '.join(str(b) for b in sorted({r['batch'] for r in rows}))
+    return f"{epoch}; {'; '.join(blew) or 'none blew up on the short runs'} (single runs, at batch {batches} only)"
+
+
 # When the speed results were measured. bench/_util.py records date, commit and CPU model in a JSON's environment
 # since e5c732d (2026-12-03); the files written before carry none, and the commit that added each (git log, UTC) is
 # the latest date it can have been measured. The rewrites of the code those files time, with their commits:
@@ -1525,6 +1556,8 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'full_epochs': _full_epochs,
     'anytime_inference_weights': _anytime_inference_weights,
     'early_exit_summary': _early_exit_summary,
+    'anytime_random_verdict': _anytime_random_verdict,
+    'sgd_peak_lr': _sgd_peak_lr,
     'grid_best_own': _grid_best_own,
     'memory_repeat': _memory_repeat,
     'recipe_study.val_images': _budget_images('recipe_study', 'rows.0.budget', r'first (\d+)/class of val/',

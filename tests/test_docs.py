@@ -224,3 +224,32 @@ def test_a_study_on_two_machines_names_which_rows_ran_where():
     assert render._which_rows_where({'runs': {'a': env('gpu'), 'b': env('cpu'), 'c': env('cpu')}}) == \
         ' (`a` on gpu, torch 2.x; the other rows on cpu, torch 2.x)'
     assert render._which_rows_where({'runs': {'a': env('cpu'), 'b': env('cpu')}}) == ''
+
+
+def test_the_random_depth_sentence_follows_the_verdicts(monkeypatch):
+    c = lambda d, finding, seeds=3: {'delta': d, 'floor': 2.0, 'finding': finding, 'preliminary': seeds < 3,  # noqa: E731
+                                     'seeds': (seeds, seeds)}
+    cases = {'anytime_random_at_S': c(0.5, False), 'anytime_random_at_3': c(-2.5, True), 'anytime_random_at_24': c(1.0, False)}
+    monkeypatch.setattr(render, 'run_comparison', lambda ctx, cid: cases[cid])
+    assert render._anytime_random_verdict(None) == \
+        'its differences from fixed-grid training exceed the floor at 3 (-2.50, floor 2.00) (3 seeds; the rows above)'
+    cases['anytime_random_at_3'] = c(-1.0, False)
+    assert render._anytime_random_verdict(None).startswith('none of its differences')
+    cases['anytime_random_at_S'] = c(0.5, False, seeds=2)
+    assert 'preliminary' in render._anytime_random_verdict(None)
+
+
+def test_the_sgd_sentence_is_read_from_the_rows(tmp_path):
+    import json
+    row = lambda name, batch, updates, rc: {'name': name, 'batch': batch, 'updates_planned': updates,  # noqa: E731
+                                            'returncode': rc, 'nan_or_inf': False}
+    rows = [row('a defaults', 128, 30, 1), row('a defaults_clip1', 128, 30, 0), row('b defaults', 128, 30, 0),
+            row('a defaults', 32, 1406, 0), row('b defaults', 32, 1406, 0)]
+    (tmp_path / 'recipes_no_nan.json').write_text(json.dumps({'rows': rows}))
+    ctx = render.Context(results=tmp_path)
+    assert render._sgd_peak_lr(ctx) == ('every model trained a full epoch at batch 32; `a` blew up at batch 128 unless '
+                                        '`--clip-grad 1` (single runs, at batch 32 and 128 only)')
+    rows[1]['returncode'], rows[4]['returncode'] = 1, 1
+    (tmp_path / 'recipes_no_nan.json').write_text(json.dumps({'rows': rows}))
+    assert render._sgd_peak_lr(render.Context(results=tmp_path)).startswith(
+        '`a` trained a full epoch at batch 32; `a` blew up at batch 128 (single')
