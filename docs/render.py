@@ -1184,13 +1184,27 @@ def table_release_speed(ctx: Context) -> str:
         if res is None:
             return '–'
         dropped = res.get('dropped', '').replace(' per update', '')  # the ratio on its first timed update
-        return f'{res["seconds"]:.3f}' + (f" (dropped: {dropped} on its one timed update, paired with fp32's)"
+        paired = ", paired with fp32's" if 'times' in res else ''  # per-update times kept: the pairing is on record
+        return f'{res["seconds"]:.3f}' + (f" (dropped: {dropped} on its one timed update{paired})"
                                           if dropped else '')
     out = [[f'`{tag}`', c['cycle'], f'{m["hardware"]} ({", ".join(m["cpu_features"])})', m['updates'],
             *(cell(m['results'].get(k)) for k in SPEED_SETTINGS), c['speed']['setting']]
            for tag, c, m in _speed_checks(ctx)]
     return md_table(['release', 'cycle', 'machine (CPU features)', 'updates (the first untimed)'] +
                     [f'{k} (s / update)' for k in SPEED_SETTINGS] + ['chosen'], out)
+
+
+def _speed_untimed(ctx: Context) -> str:
+    """The speed checks that kept no per-update times: decided by the rule of their day, not checkable against today's."""
+    untimed = {}
+    for tag, c, m in _speed_checks(ctx):
+        if not any('times' in res for res in m['results'].values()):
+            untimed.setdefault(tag, []).append(str(c['cycle']))
+    if not untimed:
+        return 'every check kept its per-update times'
+    which = '; '.join(f'`{tag}` cycle{"s" if len(cs) > 1 else ""} {", ".join(cs)}' for tag, cs in untimed.items())
+    return (f'the checks of {which} kept no per-update times (medians only): they chose under the rule of their day, '
+            'which cannot be re-checked against this one')
 
 
 def _speed_rule(ctx: Context) -> str:
@@ -1558,6 +1572,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'early_exit_summary': _early_exit_summary,
     'anytime_random_verdict': _anytime_random_verdict,
     'sgd_peak_lr': _sgd_peak_lr,
+    'speed_untimed': _speed_untimed,
     'grid_best_own': _grid_best_own,
     'memory_repeat': _memory_repeat,
     'recipe_study.val_images': _budget_images('recipe_study', 'rows.0.budget', r'first (\d+)/class of val/',
