@@ -324,7 +324,8 @@ def test_export_measures_and_cards_the_other_depths(tmp_path, eval_dir):
     at3 = next(g for g in metrics['grids'] if g['depth'] == 3)
     assert at3['top1'] == pytest.approx(metrics['top1'])  # the trained grid, measured twice: the same number
     card = (tmp_path / 'out' / 'README.md').read_text()
-    assert '## Accuracy at other depths' in card and f"| 3 (trained) | 3 | {at3['top1']:.2f} |" in card
+    half = 196 * (at3['top1'] / 100 * (1 - at3['top1'] / 100) / metrics['images']) ** .5  # the 95 % binomial interval
+    assert '## Accuracy at other depths' in card and f"| 3 (trained) | 3 | {at3['top1']:.2f} ± {half:.2f} |" in card
     assert 'see "Accuracy at other depths"' in card
     loaded = timm.create_model(f'local-dir:{tmp_path / "out"}', pretrained=True)
     assert loaded.solver.steps == 3  # the sweep did not leak into the exported config
@@ -351,6 +352,7 @@ def test_card_depth_table_says_how_a_recurrent_model_was_trained(kwargs, says):
     section = _grid_section(model, {'grids': rows, 'images': 10, 'split': 'test'})
     assert says in section
     assert ('| 4 (loaded) |' if kwargs else '| 4 (trained) |') in section
+    assert '| 50.00 ± 30.99 |' in section and 'top-1 (95 % binomial interval)' in section  # 1.96·√(.25 / 10)
 
 
 def test_weights_loaded_by_path_on_another_grid_than_their_config_json_are_warned_about(tmp_path, capsys):

@@ -221,12 +221,12 @@ def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=N
                                 f'(deep supervision) and are loaded at {loaded}')
     else:
         label, how = 'trained', f'the weights were trained and are loaded at {loaded}'
-    table = '\n'.join(f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} |"
-                      for r in rows)
+    table = '\n'.join(f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} ± "
+                      f"{196 * (r['top1'] / 100 * (1 - r['top1'] / 100) / metrics['images']) ** .5:.2f} |" for r in rows)
     return (f"\n## Accuracy at other depths\n\nTop-1 (%) of these weights on the same {metrics.get('images')} "
             f"{metrics.get('split', 'test')} images at other depths ({what}; {how}). Depth is a run-time setting, but "
             "accuracy depends on it:\n\n"
-            f'| {what} | field evaluations / image | top-1 |\n|---|---|---|\n{table}\n')
+            f'| {what} | field evaluations / image | top-1 (95 % binomial interval) |\n|---|---|---|\n{table}\n')
 
 
 def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, Any],
