@@ -1303,6 +1303,16 @@ def _which_rows_where(d: dict) -> str:
     return ' (' + '; '.join(f'{", ".join(where[m])} on {m}' for m in fewer) + f'; the other rows on {most})'
 
 
+def recorded_commands(ctx: Context, script: str, keep: Callable[[dict], bool] = lambda r: True) -> str:
+    """The distinct commands a result file's rows record (its ``environment`` when no row has one), as inline code:
+    the docs show what ran, not a command typed beside it."""
+    d = ctx.json(script)
+    rows = [r for r in _result_rows(d) if keep(r)]
+    envs = [r.get('environment') for r in rows] if any('environment' in r for r in rows) else [d.get('environment')]
+    commands = list(dict.fromkeys(e['command'] for e in envs if isinstance(e, dict) and e.get('command')))
+    return '; '.join(f'`{c}`' for c in commands) or 'no command recorded'
+
+
 def _result_rows(d: dict) -> List[dict]:
     """A result file's rows: those of its ``runs``, ``rows`` and ``results`` (a dict by key or a list), and of the
     studies it holds (``{'studies': {name: payload}}``), as bench/_util.py's ``_rows`` finds them."""
@@ -1623,6 +1633,10 @@ for _claim, _paper, _cid, _sign in CLAIMS:
 for _model in ('odevit_tiny_cifar', 'bvit_tiny_cifar'):
     VALUES[f'anytime_budget.{_model}'] = lambda c, m=_model: _anytime_budget(c, m)
 VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', four_t(c)))
+for _script in ('odevit_parity', 'head_init_accuracy', 'recipes_no_nan'):
+    VALUES[f'commands.{_script}'] = lambda c, s=_script: recorded_commands(c, s)
+VALUES['commands.recipes_no_nan_full_epoch'] = lambda c: recorded_commands(
+    c, 'recipes_no_nan', lambda r: r['updates_planned'] * r['batch'] >= 44_992)
 for _cid in COMPARISON:
     for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary', 'result'):
         VALUES[f'{_cid}.{_field}'] = _cmp_value(_cid, _field)

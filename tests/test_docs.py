@@ -253,3 +253,16 @@ def test_the_sgd_sentence_is_read_from_the_rows(tmp_path):
     (tmp_path / 'recipes_no_nan.json').write_text(json.dumps({'rows': rows}))
     assert render._sgd_peak_lr(render.Context(results=tmp_path)).startswith(
         '`a` trained a full epoch at batch 32; `a` blew up at batch 128 (single')
+
+
+def test_the_docs_show_the_commands_the_rows_record(tmp_path):
+    import json
+    rows = [{'v': 1, 'environment': {'command': 'python a.py --seed 0'}},
+            {'v': 2, 'environment': {'command': 'python a.py --seed 1'}},
+            {'v': 3, 'environment': {'command': 'python a.py --seed 0'}}]
+    (tmp_path / 'x.json').write_text(json.dumps({'environment': {'command': 'python a.py --seed 1'}, 'rows': rows}))
+    ctx = render.Context(results=tmp_path)
+    assert render.recorded_commands(ctx, 'x') == '`python a.py --seed 0`; `python a.py --seed 1`'
+    assert render.recorded_commands(ctx, 'x', lambda r: r['v'] == 2) == '`python a.py --seed 1`'
+    (tmp_path / 'x.json').write_text(json.dumps({'environment': {'command': 'python b.py'}, 'rows': [{'v': 1}]}))
+    assert render.recorded_commands(render.Context(results=tmp_path), 'x') == '`python b.py`'  # one command wrote all
