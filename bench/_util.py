@@ -7,7 +7,7 @@ import platform
 import statistics
 import sys
 import time
-from typing import Callable, Dict
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -72,6 +72,13 @@ def _git_commit() -> str:
 _COMMIT_AT_START = _git_commit()  # the code a bench script imported when it started
 
 
+def _load_average() -> Optional[List[float]]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # not on this platform, or not obtainable
+        return None
+
+
 def environment() -> Dict[str, str]:
     """Where and how a result was measured: machine (CPU model, cores, threads or the GPU), versions, commit,
     date and the exact command (recorded when measured, never back-filled). The commit is the checkout's when the
@@ -88,9 +95,9 @@ def environment() -> Dict[str, str]:
         'python': platform.python_version(), 'torch': torch.__version__, 'timm': timm.__version__,
         'torchdiffeq': torchdiffeq.__version__, 'commit': commit, **({'checkout_moved_to': now} if now != commit else {}),
         'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
-        # the 1/5/15-minute load averages when the row is written: a lone job of T threads reads about T, more means
-        # other work shared the machine (Unix only)
-        **({'load_average': [round(x, 2) for x in os.getloadavg()]} if hasattr(os, 'getloadavg') else {}),
+        # the 1/5/15-minute load averages when the row is written (Unix; in a container, possibly its host's): a lone
+        # job of T threads on its own machine reads about T, more means other work shared it
+        **({'load_average': load} if (load := _load_average()) else {}),
         'command': ' '.join([os.path.basename(sys.executable)] + sys.argv),
     }
 

@@ -740,7 +740,7 @@ def table_releases(ctx: Context) -> str:
         rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{top1} / {r["top5"]:.2f}',
                      _lineage(r, 'epochs', r['epochs']), r['checkpoint'], _lineage(r, 'wall', r['wall']),
                      f'`{r["config"]}`', record])
-    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)', 'epochs', 'checkpoint', 'training wall time (each cycle\'s machine: its card)',
+    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)', 'epochs', 'checkpoint', 'training wall time (each cycle\'s machine: its record.json)',
                      'config', 'training record in the folder'], rows)
 
 
@@ -1202,9 +1202,9 @@ def _speed_untimed(ctx: Context) -> str:
             untimed.setdefault(tag, []).append(str(c['cycle']))
     if not untimed:
         return 'every check kept its per-update times'
-    which = '; '.join(f'`{tag}` cycle{"s" if len(cs) > 1 else ""} {", ".join(cs)}' for tag, cs in untimed.items())
-    return (f'the checks of {which} kept no per-update times (medians only): they chose under the rule of their day, '
-            'which cannot be re-checked against this one')
+    which = ' and '.join(f'`{tag}` cycle{"s" if len(cs) > 1 else ""} {", ".join(cs)}' for tag, cs in untimed.items())
+    return (f'the checks of {which} kept no per-update times (medians only): they chose under the rule of their day; '
+            "their losses and medians can be read against today's rule, their pairwise wins cannot")
 
 
 def _speed_rule(ctx: Context) -> str:
@@ -1284,19 +1284,21 @@ def trained_on(ctx: Context, script: str) -> str:
         return (f'trained on {" / ".join(machines)}{_which_rows_where(ctx.json(script))}, '
                 + ('one run at a time' if n == 1 else f'up to {n} runs at a time: times compare only between runs '
                    'that ran alike'))
-    return (f'trained on {" / ".join(machines)}' + ('; data and augmentation on the CPU, the train times beside other '
-                                                    'studies on that GPU: no cost measure' if gpu else ''))
+    return (f'trained on {" / ".join(machines)}' + ('; data and augmentation on the CPU of a GPU machine: the train '
+                                                    'times are no CPU cost measure' if gpu else ''))
 
 
 def _which_rows_where(d: dict) -> str:
     """For keyed runs measured on more than one machine: which rows ran where, the machine most rows ran on last (arms
     and seeds compared across machines and torch versions are named, not hidden behind a list of machines)."""
     runs = d.get('runs') if isinstance(d.get('runs'), dict) else {}
+    seeded = any('@seed' in key for key in runs)  # keys name seed 0 without a suffix: say the seed
     where: Dict[str, List[str]] = {}
     for key, row in runs.items():
         env = row.get('environment') if isinstance(row, dict) else None
-        if isinstance(env, dict) and env.get('machine'):
-            where.setdefault(f"{env['machine']}, torch {env.get('torch', '?')}", []).append(f'`{key}`')
+        machine = (f"{env['machine']}, torch {env.get('torch', '?')}" if isinstance(env, dict) and env.get('machine')
+                   else 'a machine not recorded')
+        where.setdefault(machine, []).append(f'`{base_name(key)}` seed {seed_of(key)}' if seeded else f'`{key}`')
     if len(where) < 2:
         return ''
     *fewer, most = sorted(where, key=lambda m: len(where[m]))
@@ -1304,13 +1306,15 @@ def _which_rows_where(d: dict) -> str:
 
 
 def recorded_commands(ctx: Context, script: str, keep: Callable[[dict], bool] = lambda r: True) -> str:
-    """The distinct commands a result file's rows record (its ``environment`` when no row has one), as inline code:
-    the docs show what ran, not a command typed beside it."""
+    """The distinct commands a result file's rows record, as inline code (the file's own ``environment`` only for a file
+    without rows, which one command wrote whole): the docs show what ran, not a command typed beside it."""
     d = ctx.json(script)
     rows = [r for r in _result_rows(d) if keep(r)]
-    envs = [r.get('environment') for r in rows] if any('environment' in r for r in rows) else [d.get('environment')]
+    envs = [r.get('environment') for r in rows] if rows else [d.get('environment')]
     commands = list(dict.fromkeys(e['command'] for e in envs if isinstance(e, dict) and e.get('command')))
-    return '; '.join(f'`{c}`' for c in commands) or 'no command recorded'
+    unrecorded = len(envs) - sum(isinstance(e, dict) and bool(e.get('command')) for e in envs)
+    missing = [f'{unrecorded} row{"s" if unrecorded > 1 else ""}: command not recorded'] if unrecorded else []
+    return '; '.join([f'`{c}`' for c in commands] + missing)
 
 
 def _result_rows(d: dict) -> List[dict]:
@@ -1492,7 +1496,7 @@ def _sgd(model: str, variant: str, batch: int, field: str) -> Callable[[Context]
 def _full_epochs(ctx: Context) -> str:
     """The recipes_no_nan rows that are one full epoch (1,406 updates at batch 32), as prose."""
     rows = {r['name'].split()[0]: r for r in ctx.json('recipes_no_nan')['rows']
-            if r['updates_planned'] * r['batch'] >= 44_992}  # 1,406 x 32: every full batch of 45k
+            if r['updates_planned'] * r['batch'] >= FULL_EPOCH_IMAGES}
 
     def text(model: str) -> str:
         r = rows.get(model)
@@ -1507,19 +1511,25 @@ def _full_epochs(ctx: Context) -> str:
     return '; '.join(text(m) for m in ('odevit_tiny_cifar', 'bvit_tiny_cifar', 'vit_odeified'))
 
 
+FULL_EPOCH_IMAGES = 1406 * 32  # recipes_no_nan: every full batch of the 45k training images (a row this long is an epoch)
+
+
 def _sgd_peak_lr(ctx: Context) -> str:
     """timm's default SGD at peak lr from the first update (recipes_no_nan's `defaults` rows), as the README says it:
     which models trained a full epoch, which blew up on the short runs and whether `--clip-grad 1` saved them."""
     rows = [r for r in ctx.json('recipes_no_nan')['rows'] if r['name'].split()[-1] in ('defaults', 'defaults_clip1')]
     model, failed = (lambda r: r['name'].split()[0]), (lambda r: bool(r['returncode'] or r['nan_or_inf']))
-    full = [r for r in rows if r['updates_planned'] * r['batch'] >= 44_992]  # 1,406 x 32: every full batch of 45k
+    blew_up = lambda r: r['nan_or_inf'] or 'FloatingPointError' in (r.get('error') or '')  # noqa: E731 (not any error)
+    full = [r for r in rows if r['updates_planned'] * r['batch'] >= FULL_EPOCH_IMAGES]
     ok = [r for r in full if not failed(r)]
-    epoch = ('every model' if len(ok) == len(full) else ', '.join(f'`{model(r)}`' for r in ok) or 'no model') + \
-        f' trained a full epoch at batch {"/".join(sorted({str(r["batch"]) for r in full}))}'
+    batch = '/'.join(sorted({str(r['batch']) for r in full}))
+    epoch = ('no full epoch was run' if not full else f'all {len(full)} models run for a full epoch at batch {batch} '
+             'finished it' if len(ok) == len(full) else f'{", ".join(f"`{model(r)}`" for r in ok) or "none"} of the '
+             f'{len(full)} models run for a full epoch at batch {batch} finished it')
     clipped = {(model(r), r['batch']) for r in rows if r['name'].endswith('_clip1') and not failed(r)}
     blew = [f'`{model(r)}` blew up at batch {r["batch"]}' + (' unless `--clip-grad 1`' if (model(r), r['batch']) in clipped
                                                               else '')
-            for r in rows if r not in full and r['name'].endswith(' defaults') and failed(r)]
+            for r in rows if r not in full and r['name'].endswith(' defaults') and blew_up(r)]
     batches = ' and '.join(str(b) for b in sorted({r['batch'] for r in rows}))
     return f"{epoch}; {'; '.join(blew) or 'none blew up on the short runs'} (single runs, at batch {batches} only)"
 
@@ -1636,7 +1646,7 @@ VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', four_t(c)))
 for _script in ('odevit_parity', 'head_init_accuracy', 'recipes_no_nan'):
     VALUES[f'commands.{_script}'] = lambda c, s=_script: recorded_commands(c, s)
 VALUES['commands.recipes_no_nan_full_epoch'] = lambda c: recorded_commands(
-    c, 'recipes_no_nan', lambda r: r['updates_planned'] * r['batch'] >= 44_992)
+    c, 'recipes_no_nan', lambda r: r['updates_planned'] * r['batch'] >= FULL_EPOCH_IMAGES)
 for _cid in COMPARISON:
     for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary', 'result'):
         VALUES[f'{_cid}.{_field}'] = _cmp_value(_cid, _field)

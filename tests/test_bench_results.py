@@ -1,5 +1,6 @@
 """bench/_util.py: every result row records where and how it was measured, when it is measured."""
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -21,7 +22,8 @@ def test_rows_measured_now_get_the_environment_and_rows_read_back_keep_theirs(tm
     out = json.loads((tmp_path / 'x.json').read_text())
     env = out['environment']
     assert {'machine', 'cpu_cores', 'torch', 'commit', 'date', 'command'} <= set(env)
-    assert len(env['load_average']) == 3 and all(x >= 0 for x in env['load_average'])  # what else the machine ran
+    if hasattr(os, 'getloadavg'):  # what else the machine ran (Unix)
+        assert len(env['load_average']) == 3 and all(x >= 0 for x in env['load_average'])
     assert env['command'].endswith('bench/x.py --seed 1')
     assert 'environment' not in out['runs']['old'] and 'environment' not in out['rows'][0]  # never back-filled
     assert out['runs']['new']['environment'] == out['rows'][1]['environment'] == env
@@ -118,3 +120,12 @@ def test_gflops_is_twice_the_package_count_and_keeps_the_training_mode():
     flops = _util.gflops(model)
     assert model.training  # as it came in (gmacs leaves it in eval mode)
     assert flops == pytest.approx(2 * gmacs(model)) and not model.training
+
+
+def test_teacher_choice_names_the_machine_of_the_compared_epochs_or_refuses():
+    import teacher_choice
+    timed = {'epoch_hardware': {'0': 'cpu, 1 threads', '1': 'cpu, 2 threads'}, 'hardware': 'cpu, 1 threads / cpu, 2 threads'}
+    assert teacher_choice._hardware(timed, 1) == 'cpu, 1 threads'  # epoch 0 only: not the resumed epochs' machine
+    assert teacher_choice._hardware(timed, 2) == 'cpu, 1 threads / cpu, 2 threads'
+    with pytest.raises(SystemExit, match='no per-epoch machine'):
+        teacher_choice._hardware({'hardware': 'cpu, 2 threads'}, 1)  # a record from before epoch_hardware

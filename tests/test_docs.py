@@ -224,6 +224,9 @@ def test_a_study_on_two_machines_names_which_rows_ran_where():
     assert render._which_rows_where({'runs': {'a': env('gpu'), 'b': env('cpu'), 'c': env('cpu')}}) == \
         ' (`a` on gpu, torch 2.x; the other rows on cpu, torch 2.x)'
     assert render._which_rows_where({'runs': {'a': env('cpu'), 'b': env('cpu')}}) == ''
+    seeded = {'a': env('gpu'), 'a@seed1': env('cpu'), 'b': {}, 'b@seed1': env('cpu'), 'b@seed2': env('cpu')}
+    assert render._which_rows_where({'runs': seeded}) == (' (`a` seed 0 on gpu, torch 2.x; `b` seed 0 on a machine not '
+                                                          'recorded; the other rows on cpu, torch 2.x)')
 
 
 def test_the_random_depth_sentence_follows_the_verdicts(monkeypatch):
@@ -245,14 +248,15 @@ def test_the_sgd_sentence_is_read_from_the_rows(tmp_path):
                                             'returncode': rc, 'nan_or_inf': False}
     rows = [row('a defaults', 128, 30, 1), row('a defaults_clip1', 128, 30, 0), row('b defaults', 128, 30, 0),
             row('a defaults', 32, 1406, 0), row('b defaults', 32, 1406, 0)]
+    rows[0]['error'] = 'FloatingPointError: the weights hold NaN/Inf'  # blew up (another error would not count)
     (tmp_path / 'recipes_no_nan.json').write_text(json.dumps({'rows': rows}))
     ctx = render.Context(results=tmp_path)
-    assert render._sgd_peak_lr(ctx) == ('every model trained a full epoch at batch 32; `a` blew up at batch 128 unless '
+    assert render._sgd_peak_lr(ctx) == ('all 2 models run for a full epoch at batch 32 finished it; `a` blew up at batch 128 unless '
                                         '`--clip-grad 1` (single runs, at batch 32 and 128 only)')
     rows[1]['returncode'], rows[4]['returncode'] = 1, 1
     (tmp_path / 'recipes_no_nan.json').write_text(json.dumps({'rows': rows}))
     assert render._sgd_peak_lr(render.Context(results=tmp_path)).startswith(
-        '`a` trained a full epoch at batch 32; `a` blew up at batch 128 (single')
+        '`a` of the 2 models run for a full epoch at batch 32 finished it; `a` blew up at batch 128 (single')
 
 
 def test_the_docs_show_the_commands_the_rows_record(tmp_path):
@@ -264,5 +268,9 @@ def test_the_docs_show_the_commands_the_rows_record(tmp_path):
     ctx = render.Context(results=tmp_path)
     assert render.recorded_commands(ctx, 'x') == '`python a.py --seed 0`; `python a.py --seed 1`'
     assert render.recorded_commands(ctx, 'x', lambda r: r['v'] == 2) == '`python a.py --seed 1`'
-    (tmp_path / 'x.json').write_text(json.dumps({'environment': {'command': 'python b.py'}, 'rows': [{'v': 1}]}))
-    assert render.recorded_commands(render.Context(results=tmp_path), 'x') == '`python b.py`'  # one command wrote all
+    rows.append({'v': 4})  # a row without its record: said, not lent the file's (last) command
+    (tmp_path / 'x.json').write_text(json.dumps({'environment': {'command': 'python a.py --seed 1'}, 'rows': rows}))
+    assert render.recorded_commands(render.Context(results=tmp_path), 'x') == \
+        '`python a.py --seed 0`; `python a.py --seed 1`; 1 row: command not recorded'
+    (tmp_path / 'x.json').write_text(json.dumps({'environment': {'command': 'python b.py'}, 'grid': [1, 2]}))
+    assert render.recorded_commands(render.Context(results=tmp_path), 'x') == '`python b.py`'  # no rows: one command

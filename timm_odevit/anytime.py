@@ -132,8 +132,7 @@ def _logits(model: nn.Module, z: torch.Tensor, time_point: int) -> torch.Tensor:
     return model.forward_head(model.norm(z))
 
 
-def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None,
-               max_steps: Optional[int] = None) -> EarlyExit:
+def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None, max_steps: Optional[int] = None) -> EarlyExit:
     """Classify ``x`` (B, C, H, W), letting each image stop as soon as its prediction has settled.
 
     The state is integrated interval by interval on the model's current grid (``len(model.blocks)``

@@ -306,16 +306,17 @@ def hardware() -> str:
 def record_train_time(output_dir: pathlib.Path, epoch: int) -> None:
     """Add the wall time since the previous epoch's end (or the process start) to
     ``train_time.json`` in the run's folder: the total across ``--resume`` runs, per epoch, and each epoch's machine
-    (``hardware``: the last epoch's; a resume may change the threads). (Time spent in an epoch that a kill interrupted
-    is not counted.)"""
+    (``epoch_hardware``; ``hardware`` names every machine the epochs ran on, as a resume may change the threads). (Time
+    spent in an epoch that a kill interrupted is not counted.)"""
     now = time.time()
     path = output_dir / 'train_time.json'
     record = read_json(path) if path.is_file() else {'epochs': {}}
     if not isinstance(record.get('epochs'), dict):
         raise ValueError(f'{path} has no "epochs" table: restore it or move it away to start a new record')
     record['epochs'][str(epoch)] = round(now - _CLOCK['last'], 1)
-    record['seconds'], record['hardware'] = round(sum(record['epochs'].values()), 1), hardware()
-    record.setdefault('epoch_hardware', {})[str(epoch)] = record['hardware']
+    record.setdefault('epoch_hardware', {})[str(epoch)] = hardware()
+    record['seconds'] = round(sum(record['epochs'].values()), 1)
+    record['hardware'] = ' / '.join(dict.fromkeys(record['epoch_hardware'].values()))  # every epoch's, in order
     write_atomic(path, json.dumps(record, indent=1))
     _CLOCK['last'] = now
 

@@ -442,8 +442,9 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
 Cycle 0 trained from scratch; every later cycle started from the weights released before it (a warm restart:
 fresh optimizer, short warm-up, cosine to zero) and replaced them only when its best held-out validation top-1 (best
 epoch of the cycle) beat theirs by the release gate of its day. Today's gate asks for √(2 ln k) binomial standard
-errors (at least one) for the best of k epochs, an allowance for that pick; it is smaller than the docs' noise floor
-for a difference of two such scores{floor}, and neither is the seed-to-seed spread of a recipe.{anytime}{today} The
+errors (at least one) for the best of k epochs, an allowance for that pick; for k < 55 (√(2 ln k) < 2√2) it asks for
+less than the docs' sampling floor for a difference of two independent scores{floor}, and neither is the seed-to-seed
+spread of a recipe.{anytime}{today} The
 same held-out images decided all {len(record['cycles']) - 1} later cycles.{reused} Test top-1 is given with its 95 % binomial interval. The details above
 describe the last cycle. [{RECORD}]({RECORD}) holds this table,
 [{SUMMARY}]({SUMMARY}) every epoch of every cycle (column `cycle`; epochs restart at 0 in each cycle) and the
