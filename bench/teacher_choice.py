@@ -1,9 +1,9 @@
 """The distillation teacher's architecture, chosen by held-out top-1 per CPU hour (issue 44).
 
 Candidates run side by side (same config, same machine, at the same time; give each the same number of threads,
-or their per-hour figures compare unequal resources: each row records the ``hardware`` of its compared epochs) with timm's train.py
-through ``python -m timm_odevit.train``; this reads their run folders after the same number of epochs and writes
-``results/teacher_choice.json``:
+or their per-hour figures compare unequal resources: each row records the ``hardware`` of its compared epochs) with
+timm's train.py through ``python -m timm_odevit.train``; this reads their run folders after the same number of epochs
+and writes ``results/teacher_choice.json``:
 
     python bench/teacher_choice.py output/train/teacher_convstem:output/logs/teacher_convstem.log \
         output/train/teacher_plain:output/logs/teacher_plain.log --epochs 1
