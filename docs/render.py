@@ -1643,7 +1643,7 @@ for _claim, _paper, _cid, _sign in CLAIMS:
 for _model in ('odevit_tiny_cifar', 'bvit_tiny_cifar'):
     VALUES[f'anytime_budget.{_model}'] = lambda c, m=_model: _anytime_budget(c, m)
 VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', four_t(c)))
-for _script in ('odevit_parity', 'head_init_accuracy', 'recipes_no_nan'):
+for _script in ('odevit_parity', 'head_init_accuracy', 'recipes_no_nan', 'recipe_study'):
     VALUES[f'commands.{_script}'] = lambda c, s=_script: recorded_commands(c, s)
 VALUES['commands.recipes_no_nan_full_epoch'] = lambda c: recorded_commands(
     c, 'recipes_no_nan', lambda r: r['updates_planned'] * r['batch'] >= FULL_EPOCH_IMAGES)

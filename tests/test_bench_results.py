@@ -129,3 +129,16 @@ def test_teacher_choice_names_the_machine_of_the_compared_epochs_or_refuses():
     assert teacher_choice._hardware(timed, 2) == 'cpu, 1 threads / cpu, 2 threads'
     with pytest.raises(SystemExit, match='no per-epoch machine'):
         teacher_choice._hardware({'hardware': 'cpu, 2 threads'}, 1)  # a record from before epoch_hardware
+
+
+RECORDED = ('machine', 'commit', 'date', 'command')
+
+
+@pytest.mark.parametrize('path', sorted((ROOT / 'bench' / 'results').glob('*.json')), ids=lambda p: p.name)
+def test_every_committed_result_and_each_of_its_rows_records_where_and_how_it_was_measured(path):
+    """Issue 45: machine, commit, date and command for the file's last command and for every row (rows from older
+    commands keep their own; a row without one is re-run or removed, never back-filled)."""
+    data = json.loads(path.read_text())
+    for where, env in [('file', data.get('environment'))] + [(f'row {i}', r.get('environment'))
+                                                            for i, r in enumerate(_util._rows(data))]:
+        assert isinstance(env, dict) and all(env.get(k) for k in RECORDED), f'{path.name} {where}: {env}'
