@@ -91,7 +91,7 @@ def spread(v: Sequence[float]) -> float:
 
 def fmt_arm(v: Sequence[float], nd: int = 2) -> str:
     """'50.44 ± 0.02 (3 seeds)' (mean ± sample std) from >= 3 runs; fewer are listed as they are:
-    '46.14 (single run)', '51.16, 51.16 (2 runs)' (a std of two runs is no measure of spread)."""
+    '47.58 (single run)', '51.16, 51.16 (2 runs)' (a std of two runs is no measure of spread)."""
     if len(v) == 1:
         return f'{v[0]:.{nd}f} (single run)'
     if len(v) < MIN_SEEDS:
@@ -1523,9 +1523,9 @@ def _sgd_peak_lr(ctx: Context) -> str:
     full = [r for r in rows if r['updates_planned'] * r['batch'] >= FULL_EPOCH_IMAGES]
     ok = [r for r in full if not failed(r)]
     batch = '/'.join(sorted({str(r['batch']) for r in full}))
-    epoch = ('no full epoch was run' if not full else f'all {len(full)} models run for a full epoch at batch {batch} '
-             'finished it' if len(ok) == len(full) else f'{", ".join(f"`{model(r)}`" for r in ok) or "none"} of the '
-             f'{len(full)} models run for a full epoch at batch {batch} finished it')
+    epoch = ('no full epoch was run' if not full else f'each of the {len(full)} models trained for a full epoch at batch '
+             f'{batch} completed it' if len(ok) == len(full) else f'{", ".join(f"`{model(r)}`" for r in ok) or "none"} of '
+             f'the {len(full)} models trained for a full epoch at batch {batch} completed it')
     clipped = {(model(r), r['batch']) for r in rows if r['name'].endswith('_clip1') and not failed(r)}
     blew = [f'`{model(r)}` blew up at batch {r["batch"]}' + (' unless `--clip-grad 1`' if (model(r), r['batch']) in clipped
                                                               else '')

@@ -251,12 +251,12 @@ def test_the_sgd_sentence_is_read_from_the_rows(tmp_path):
     rows[0]['error'] = 'FloatingPointError: the weights hold NaN/Inf'  # blew up (another error would not count)
     (tmp_path / 'recipes_no_nan.json').write_text(json.dumps({'rows': rows}))
     ctx = render.Context(results=tmp_path)
-    assert render._sgd_peak_lr(ctx) == ('all 2 models run for a full epoch at batch 32 finished it; `a` blew up at batch 128 unless '
+    assert render._sgd_peak_lr(ctx) == ('each of the 2 models trained for a full epoch at batch 32 completed it; `a` blew up at batch 128 unless '
                                         '`--clip-grad 1` (single runs, at batch 32 and 128 only)')
     rows[1]['returncode'], rows[4]['returncode'] = 1, 1
     (tmp_path / 'recipes_no_nan.json').write_text(json.dumps({'rows': rows}))
     assert render._sgd_peak_lr(render.Context(results=tmp_path)).startswith(
-        '`a` of the 2 models run for a full epoch at batch 32 finished it; `a` blew up at batch 128 (single')
+        '`a` of the 2 models trained for a full epoch at batch 32 completed it; `a` blew up at batch 128 (single')
 
 
 def test_the_docs_show_the_commands_the_rows_record(tmp_path):
