@@ -50,11 +50,11 @@ def run_row(run_dir: pathlib.Path, log: pathlib.Path, epochs: int) -> dict:
 def _hardware(seconds: dict, epochs: int) -> str:
     """The machine of the compared epochs (train_time.json's ``epoch_hardware``); a record without it names only the
     last epoch's machine, which a resume with other threads changes: refused rather than misattributed."""
-    per_epoch = {seconds.get('epoch_hardware', {}).get(str(e)) for e in range(epochs)}
+    per_epoch = dict.fromkeys(seconds.get('epoch_hardware', {}).get(str(e)) for e in range(epochs))  # in epoch order
     if None in per_epoch:
         raise SystemExit("train_time.json has no per-epoch machine (epoch_hardware): this comparison cannot say what "
                          "its epochs ran on")
-    return ' / '.join(sorted(per_epoch))
+    return ' / '.join(per_epoch)  # as record_train_time names a run's machines
 
 
 def main():

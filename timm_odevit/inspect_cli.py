@@ -108,10 +108,8 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
         'time_points': times.tolist(), 'lyapunov_exponent': lam, 'lyapunov_log_growth': growth.tolist(),
         'displacement': disp.tolist(), 'energy': energy.tolist(),
         'cls_attention_entropy': (-(mass.flatten(1) * mass.flatten(1).clamp_min(1e-12).log()).sum(1)).tolist(),
-        'mass_patches': masks.flatten(1).sum(1).tolist(), 'mass_q': mass_q,
-        'nfe': int(getattr(model, 'nfe', 0)),
-        'figures': ['attention_over_time.png', 'trajectory_pca.png', 'dynamics.png', 'lyapunov.png'],
-    }
+        'mass_patches': masks.flatten(1).sum(1).tolist(), 'mass_q': mass_q, 'nfe': int(getattr(model, 'nfe', 0)),
+        'figures': ['attention_over_time.png', 'trajectory_pca.png', 'dynamics.png', 'lyapunov.png']}
     write_atomic(out / 'summary.json', json.dumps(_finite_or_none(summary), indent=2))
     return summary
 

@@ -139,10 +139,10 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
                  ('training wall time',
                   f"{train_time['seconds'] / 3600:.1f} h ({len(train_time['epochs'])} epochs timed)")]
     split, dataset = metrics.get('split', 'test'), metrics.get('dataset_name') or metrics.get('dataset') or '?'
-    top1, n = metrics['top1'], metrics['images']  # with its 95 % binomial interval, 1.96·√(p(100 − p)/n) points
+    top1, n = metrics['top1'], metrics['images']
     rows.append((f"top-1 (95 % interval) / top-5 ({n:,} {split} images of {dataset}, "
                  f"{len(metrics.get('classes') or []) or '?'} classes, measured on these weights)",
-                 f"{top1:.2f} ± {1.96 * (top1 * (100 - top1) / n) ** .5:.2f} / {metrics['top5']:.2f}"))
+                 f"{top1:.2f} ± {half_width_95(top1, n):.2f} / {metrics['top5']:.2f}"))
     return rows
 
 
@@ -205,6 +205,12 @@ def _retune(model: torch.nn.Module, measured: bool = False) -> str:
     return ''
 
 
+def half_width_95(top1: float, images: int) -> float:
+    """Half width (points) of the 95 % binomial interval of a top-1 of ``top1`` % on ``images`` images:
+    1.96·√(p(100 − p)/n)."""
+    return 1.96 * (top1 * (100 - top1) / images) ** .5
+
+
 def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=None) -> str:
     """The card's "Accuracy at other depths" table from ``metrics['grids']`` (hub.evaluate_grids), if measured;
     ``train_depth``: the (lo, hi) the last run drew its depths from (``train_depth`` model kwarg), if any."""
@@ -222,7 +228,7 @@ def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=N
     else:
         label, how = 'trained', f'the weights were trained and are loaded at {loaded}'
     table = '\n'.join(f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} ± "
-                      f"{196 * (r['top1'] / 100 * (1 - r['top1'] / 100) / metrics['images']) ** .5:.2f} |" for r in rows)
+                      f"{half_width_95(r['top1'], metrics['images']):.2f} |" for r in rows)
     return (f"\n## Accuracy at other depths\n\nTop-1 (%) of these weights on the same {metrics.get('images')} "
             f"{metrics.get('split', 'test')} images at other depths ({what}; {how}). Depth is a run-time setting, but "
             "accuracy depends on it:\n\n"
