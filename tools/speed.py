@@ -310,10 +310,11 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
 def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, updates: int = 8,
            settings: Iterable[str] = tuple(SETTINGS), tolerance: float = TOLERANCE, device: Optional[str] = None,
            log=None, min_speedup: float = MIN_SPEEDUP, initial_checkpoint: Optional[str] = None,
-           hours: Optional[float] = None) -> Dict:
+           hours: Optional[float] = None, model_kwargs: Optional[dict] = None) -> Dict:
     """Measure the settings for the model of a train.py ``--config`` YAML; returns the record (choice, flags,
     per-setting results, machine), also written to ``log``. ``hours``: also size the cycle to that much wall time
-    (:func:`epochs_that_fit`, record['epochs']); needs ``data_dir`` (the splits' sizes)."""
+    (:func:`epochs_that_fit`, record['epochs']); needs ``data_dir`` (the splits' sizes). ``model_kwargs``: the run's
+    ``--model-kwargs``, which replace the config's ``model_kwargs`` whole, as in train.py."""
     import torch
     import yaml
     from timm_odevit.train import hardware
@@ -328,6 +329,8 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     if updates < 2 or batch_size < 1:
         raise ValueError(f'need updates >= 2 (one warm-up, one timed) and batch_size >= 1; got {updates}, {batch_size}')
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if model_kwargs is not None:
+        cfg['model_kwargs'] = model_kwargs
     kwargs = dict(cfg.get('model_kwargs') or {}, num_classes=cfg.get('num_classes', 10))
     teacher = teacher_of(cfg)
     if teacher:
@@ -406,6 +409,7 @@ def epochs_flag(cfg: dict, fits: int, train_images: int, hours: float) -> Tuple[
 
 
 def main(argv=None) -> None:
+    from timm.utils import ParseKwargs  # train.py's parser of --model-kwargs
     p = argparse.ArgumentParser(description="Pick train.py's speed flags for this machine (printed on stdout).")
     p.add_argument('--config', required=True, help='the train.py --config YAML of the run (model, model_kwargs)')
     p.add_argument('--data-dir', default=None, help='ImageFolder root; without it the batches are noise')
@@ -419,12 +423,14 @@ def main(argv=None) -> None:
     p.add_argument('--hours', type=float, default=None,
                    help='size the cycle to this much wall time: add --epochs N, the whole epochs that fit (needs '
                         '--data-dir)')
+    p.add_argument('--model-kwargs', nargs='*', default=None, action=ParseKwargs,
+                   help="the run's train.py --model-kwargs (replace the config's model_kwargs whole, as there)")
     p.add_argument('--out', default=None, help='write the measurement here as JSON')
     args = p.parse_args(argv)
     try:
         record = select(args.config, args.data_dir, args.batch_size, args.updates, args.settings, args.tolerance,
                         args.device, min_speedup=args.min_speedup, initial_checkpoint=args.initial_checkpoint,
-                        hours=args.hours)
+                        hours=args.hours, model_kwargs=args.model_kwargs)
     except (ValueError, OSError) as e:
         raise SystemExit(f'error: {e}')
     if args.out:

@@ -161,6 +161,18 @@ def test_command_line_prints_the_flags_and_writes_the_record(tmp_path, capsys, m
     assert record['results']['channels_last']['loss'] == pytest.approx(record['results']['fp32']['loss'], rel=1e-4)
 
 
+def test_model_kwargs_on_the_command_line_replace_the_configs_as_in_train_py(tmp_path):
+    config = tmp_path / 'c.yaml'
+    config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 2, train_depth: [1, 4]}\nnum_classes: 10\n')
+    speed.main(['--config', str(config), '--batch-size', '2', '--updates', '2', '--settings', 'fp32',
+                '--model-kwargs', 'steps=3', 'train_depth=[2,3]', '--out', str(tmp_path / 'speed.json')])
+    record = json.loads((tmp_path / 'speed.json').read_text())
+    assert record['model_kwargs'] == {'steps': 3, 'train_depth': [2, 3], 'num_classes': 10}
+    speed.main(['--config', str(config), '--batch-size', '2', '--updates', '2', '--settings', 'fp32',
+                '--model-kwargs', 'steps=1', '--out', str(tmp_path / 'speed.json')])
+    assert json.loads((tmp_path / 'speed.json').read_text())['model_kwargs'] == {'steps': 1, 'num_classes': 10}
+
+
 def test_the_measured_model_starts_from_the_initial_checkpoint(tmp_path):
     import timm
     import torch
