@@ -720,12 +720,31 @@ def _one(values: set):
     return next(iter(values))
 
 
-def _release_train_depth(ctx: Context, tag: str) -> str:
-    """'lo–hi': the Euler steps per update the release's last cycle drew (``train_depth`` of the config its command
-    names), or the fixed steps of that config."""
+def command_model_kwargs(command: str) -> dict:
+    """The model kwargs of a train.py command line: its ``--model-kwargs k=v ...`` (values read as timm's
+    ParseKwargs reads them), which replace the config's whole, or else the ``model_kwargs`` of its ``--config``."""
+    import shlex
     import yaml
+    words = shlex.split(command)
+    if '--model-kwargs' not in words:
+        return yaml.safe_load((ROOT / words[words.index('--config') + 1]).read_text()).get('model_kwargs') or {}
+    kwargs = {}
+    for word in words[words.index('--model-kwargs') + 1:]:
+        if word.startswith('--'):
+            break
+        key, value = word.split('=', 1)
+        try:
+            kwargs[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            kwargs[key] = value
+    return kwargs
+
+
+def _release_train_depth(ctx: Context, tag: str) -> str:
+    """'lo–hi': the Euler steps per update the release's last cycle drew (``train_depth`` of its command's model
+    kwargs, :func:`command_model_kwargs`), or its fixed steps."""
     last = next(r for r in releases(ctx) if r['tag'] == tag)['cycles']['cycles'][-1]
-    kwargs = yaml.safe_load((ROOT / re.search(r'--config (\S+)', last['command']).group(1)).read_text())['model_kwargs']
+    kwargs = command_model_kwargs(last['command'])
     return '–'.join(map(str, kwargs['train_depth'])) if kwargs.get('train_depth') else str(kwargs['steps'])
 
 

@@ -274,3 +274,12 @@ def test_the_docs_show_the_commands_the_rows_record(tmp_path):
         '`python a.py --seed 0`; `python a.py --seed 1`; 1 row: command not recorded'
     (tmp_path / 'x.json').write_text(json.dumps({'environment': {'command': 'python b.py'}, 'grid': [1, 2]}))
     assert render.recorded_commands(render.Context(results=tmp_path), 'x') == '`python b.py`'  # no rows: one command
+
+
+def test_a_cycles_model_kwargs_are_its_commands_which_replace_the_configs_whole():
+    config = 'train_configs/release_odevit_tiny_cifar10_cycle_logit_kd.yaml'
+    assert render.command_model_kwargs(f'python -m timm_odevit.train --config {config} --epochs 4') == {
+        'steps': 6, 'train_depth': [3, 9]}
+    command = f"python -m timm_odevit.train --config {config} --model-kwargs steps=6 'train_depth=[3,6]' --epochs 4"
+    assert render.command_model_kwargs(command) == {'steps': 6, 'train_depth': [3, 6]}
+    assert render.command_model_kwargs(f'train.py --config {config} --model-kwargs steps=6') == {'steps': 6}
