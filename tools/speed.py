@@ -1,7 +1,8 @@
 """The fastest correct train.py speed setting of this machine: fp32, bf16 autocast, channels_last (and both).
 
     python -m tools.speed --config train_configs/X.yaml [--data-dir D] [--initial-checkpoint W]
-                          [--batch-size 32] [--updates 8] [--hours H] [--out speed.json]   # from the repository root
+                          [--batch-size 32] [--updates 8] [--hours H] [--model-kwargs k=v ...] [--out speed.json]
+    # from the repository root; --model-kwargs: the run's own, which replace the config's whole (as in train.py)
 
 Each setting trains its own copy of the same initial weights on the same batches, one update at a time and
 interleaved (a load that changes during the measurement hits every setting alike); the time per update is the
