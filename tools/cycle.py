@@ -247,6 +247,13 @@ def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Option
         if timed != ran:
             raise ValueError(f'the speed measurement timed the teacher {timed} but the run distilled from {ran}: '
                              "measure with a config that names the run's teacher and its flags (kd_*)")
+        if 'model_kwargs' in speed_record:  # what one update costs depends on them (steps, train_depth)
+            timed = (speed_record.get('model'), json.loads(json.dumps(
+                {k: v for k, v in speed_record['model_kwargs'].items() if k != 'num_classes'})))
+            ran = (args.get('model'), json.loads(json.dumps(args.get('model_kwargs') or {})))
+            if timed != ran:
+                raise ValueError(f'the speed measurement timed {timed[0]} with model kwargs {timed[1]} but the run '
+                                 f'trained {ran[0]} with {ran[1]}: give tools.speed the run\'s --model-kwargs')
         entry['measured'] = {k: speed_record.get(k) for k in ('results', 'hardware', 'cpu_features', 'batch_size',
                                                               'updates', 'tolerance', 'teacher')}
         if speed_record.get('epochs'):  # `--hours`: how the cycle's length was sized

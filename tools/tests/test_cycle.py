@@ -296,6 +296,17 @@ def test_the_speed_measurement_must_have_timed_the_runs_teacher():
             cycle.check_speed(args, None, record)
 
 
+def test_the_speed_measurement_must_have_timed_the_runs_model_kwargs():
+    run = {'model': 'odevit_tiny_cifar', 'model_kwargs': {'steps': 6, 'train_depth': [3, 6]}}
+    timed = {'choice': 'fp32', 'model': 'odevit_tiny_cifar',
+             'model_kwargs': {'steps': 6, 'train_depth': (3, 6), 'num_classes': 10}}
+    assert cycle.check_speed(run, None, timed)['setting'] == 'fp32'
+    for other in ({**timed, 'model_kwargs': {'steps': 6, 'train_depth': [3, 9], 'num_classes': 10}},
+                  {**timed, 'model_kwargs': {'steps': 6, 'num_classes': 10}}, {**timed, 'model': 'bvit_tiny_cifar'}):
+        with pytest.raises(ValueError, match="the run's --model-kwargs"):
+            cycle.check_speed(run, None, other)
+
+
 def test_not_beating_the_noise_leaves_the_release_untouched(release, run_of, data):
     before = _digest(release)
     run = run_of(rows=((0, 39.0), (1, 50.5)))
