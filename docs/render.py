@@ -732,6 +732,8 @@ def command_model_kwargs(command: str) -> dict:
     for word in words[words.index('--model-kwargs') + 1:]:
         if word.startswith('--'):
             break
+        if '=' not in word:
+            raise ValueError(f'--model-kwargs takes key=value words, got {word!r} in {command!r}')
         key, value = word.split('=', 1)
         try:
             kwargs[key] = ast.literal_eval(value)

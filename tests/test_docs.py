@@ -283,3 +283,5 @@ def test_a_cycles_model_kwargs_are_its_commands_which_replace_the_configs_whole(
     command = f"python -m timm_odevit.train --config {config} --model-kwargs steps=6 'train_depth=[3,6]' --epochs 4"
     assert render.command_model_kwargs(command) == {'steps': 6, 'train_depth': [3, 6]}
     assert render.command_model_kwargs(f'train.py --config {config} --model-kwargs steps=6') == {'steps': 6}
+    with pytest.raises(ValueError, match='key=value'):
+        render.command_model_kwargs(f'train.py --config {config} --model-kwargs steps 6')
