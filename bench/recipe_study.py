@@ -46,7 +46,7 @@ CANDIDATES = {
     'randaug': ['--aa', 'rand-m9-mstd0.5-inc1-mmax9'],
     'mixup_cutmix': ['--mixup', '0.8', '--cutmix', '1.0'],
     # with the release configs' warm-up of the decay: at a fixed 0.999 the EMA of a 5-epoch study run (390 updates)
-    # still holds 0.999^390 = 68 % of the initial weights (a first run scored 26.68 against base's 40.64)
+    # still holds 0.999^390 = 68 % of the initial weights (a first run, its row not kept: 26.68 against base's 40.64)
     'ema': ['--model-ema', '--model-ema-decay', '0.999', '--model-ema-warmup'],
     # bViT only: stage-wise deep supervision (bench d): on par at T, robust beyond it); shared head, same keys
     'deep_supervision': ['--model-kwargs', 'stages=[3,6,9,12]', 'stage_heads=shared'],

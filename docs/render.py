@@ -478,6 +478,9 @@ COMPARISONS = [
     ('recipe_randaug', 'release recipe + RandAugment vs without', 'recipe',
      lambda c: recipe(c, 'randaug'), lambda c: recipe(c, 'base'),
      'cd bench && python recipe_study.py --data ../data/cifar10_holdout --models odevit_tiny_cifar'),
+    ('recipe_ema', 'release recipe + EMA vs without', 'recipe',
+     lambda c: recipe(c, 'ema'), lambda c: recipe(c, 'base'),
+     'cd bench && python recipe_study.py --data ../data/cifar10_holdout --models odevit_tiny_cifar --candidates ema'),
     ('head_init', "ODE-ViT's classifier init: timm's trunc-normal 0.02 (the default) vs the reference's spectral norm 1 "
      "(`head_init='spectral'`)", '3k-head', lambda c: head_init(c, 'ours'), lambda c: head_init(c, 'ours_spectral_head'),
      'python bench/head_init_accuracy.py --variants ours ours_spectral_head'),
@@ -721,17 +724,19 @@ def _one(values: set):
 
 
 def command_model_kwargs(command: str) -> dict:
-    """The model kwargs of a train.py command line: its ``--model-kwargs k=v ...`` (values read as timm's
-    ParseKwargs reads them), which replace the config's whole, or else the ``model_kwargs`` of its ``--config``."""
+    """The model kwargs of a train.py command line, read as train.py's parser reads it: the last
+    ``--model-kwargs k=v ...`` (values as timm's ParseKwargs reads them), which replaces the config's whole, or else
+    the ``model_kwargs`` of its ``--config``."""
     import shlex
     import yaml
-    words = shlex.split(command)
-    if '--model-kwargs' not in words:
-        return yaml.safe_load((ROOT / words[words.index('--config') + 1]).read_text()).get('model_kwargs') or {}
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument('--config')
+    parser.add_argument('--model-kwargs', nargs='*')
+    args = parser.parse_known_args(shlex.split(command))[0]
+    if args.model_kwargs is None:
+        return yaml.safe_load((ROOT / args.config).read_text()).get('model_kwargs') or {}
     kwargs = {}
-    for word in words[words.index('--model-kwargs') + 1:]:
-        if word.startswith('--'):
-            break
+    for word in filter(None, args.model_kwargs):
         if '=' not in word:
             raise ValueError(f'--model-kwargs takes key=value words, got {word!r} in {command!r}')
         key, value = word.split('=', 1)
@@ -747,6 +752,8 @@ def _release_train_depth(ctx: Context, tag: str) -> str:
     kwargs, :func:`command_model_kwargs`), or its fixed steps."""
     last = next(r for r in releases(ctx) if r['tag'] == tag)['cycles']['cycles'][-1]
     kwargs = command_model_kwargs(last['command'])
+    if 'train_depth' not in kwargs and 'steps' not in kwargs:
+        raise ValueError(f"{tag}'s last cycle names neither steps nor train_depth in its model kwargs: {kwargs}")
     return '–'.join(map(str, kwargs['train_depth'])) if kwargs.get('train_depth') else str(kwargs['steps'])
 
 

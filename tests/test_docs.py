@@ -285,3 +285,8 @@ def test_a_cycles_model_kwargs_are_its_commands_which_replace_the_configs_whole(
     assert render.command_model_kwargs(f'train.py --config {config} --model-kwargs steps=6') == {'steps': 6}
     with pytest.raises(ValueError, match='key=value'):
         render.command_model_kwargs(f'train.py --config {config} --model-kwargs steps 6')
+    # as argparse reads it: the = form, the last of two, a short flag ends the list, empty words skipped
+    assert render.command_model_kwargs(f'train.py --config {config} --model-kwargs=steps=3') == {'steps': 3}
+    assert render.command_model_kwargs(
+        f"train.py --config {config} --model-kwargs steps=3 --model-kwargs steps=4 '' -b 128") == {'steps': 4}
+    assert render.command_model_kwargs(f'train.py --model odevit_tiny_cifar --config {config}')['steps'] == 6

@@ -241,19 +241,20 @@ def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Option
             raise ValueError(f'--speed {speed!r} is not what the run used: its args.yaml says {used!r}')
     entry: Dict[str, Any] = {'setting': used}
     if speed_record is not None:
+        if 'model' in speed_record:  # what one update costs depends on them (steps, train_depth)
+            timed = (speed_record.get('model'), json.loads(json.dumps(
+                {k: v for k, v in (speed_record.get('model_kwargs') or {}).items() if k != 'num_classes'})))
+            ran = (args.get('model'), json.loads(json.dumps(args.get('model_kwargs') or {})))
+            if timed != ran:
+                raise ValueError(f'the speed measurement timed {timed[0]} with model kwargs {timed[1]} but the run '
+                                 f'trained {ran[0]} with {ran[1]}: time the run\'s model with the run\'s '
+                                 '--model-kwargs')
         if speed_record.get('choice') != used:
             raise ValueError(f"the speed measurement chose {speed_record.get('choice')!r} but the run used {used!r}")
         timed, ran = speed_record.get('teacher'), teacher_of(args)  # the teacher's work is part of every update
         if timed != ran:
             raise ValueError(f'the speed measurement timed the teacher {timed} but the run distilled from {ran}: '
                              "measure with a config that names the run's teacher and its flags (kd_*)")
-        if 'model_kwargs' in speed_record:  # what one update costs depends on them (steps, train_depth)
-            timed = (speed_record.get('model'), json.loads(json.dumps(
-                {k: v for k, v in speed_record['model_kwargs'].items() if k != 'num_classes'})))
-            ran = (args.get('model'), json.loads(json.dumps(args.get('model_kwargs') or {})))
-            if timed != ran:
-                raise ValueError(f'the speed measurement timed {timed[0]} with model kwargs {timed[1]} but the run '
-                                 f'trained {ran[0]} with {ran[1]}: give tools.speed the run\'s --model-kwargs')
         entry['measured'] = {k: speed_record.get(k) for k in ('results', 'hardware', 'cpu_features', 'batch_size',
                                                               'updates', 'tolerance', 'teacher')}
         if speed_record.get('epochs'):  # `--hours`: how the cycle's length was sized

@@ -427,7 +427,10 @@ def main(argv=None) -> None:
     p.add_argument('--model-kwargs', nargs='*', default=None, action=ParseKwargs,
                    help="the run's train.py --model-kwargs (replace the config's model_kwargs whole, as there)")
     p.add_argument('--out', default=None, help='write the measurement here as JSON')
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except ValueError as e:  # ParseKwargs on a word without '='
+        p.error(f'--model-kwargs takes key=value words ({e})')
     try:
         record = select(args.config, args.data_dir, args.batch_size, args.updates, args.settings, args.tolerance,
                         args.device, min_speedup=args.min_speedup, initial_checkpoint=args.initial_checkpoint,

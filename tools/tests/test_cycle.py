@@ -305,6 +305,8 @@ def test_the_speed_measurement_must_have_timed_the_runs_model_kwargs():
                   {**timed, 'model_kwargs': {'steps': 6, 'num_classes': 10}}, {**timed, 'model': 'bvit_tiny_cifar'}):
         with pytest.raises(ValueError, match="the run's --model-kwargs"):
             cycle.check_speed(run, None, other)
+    with pytest.raises(ValueError, match="the run's --model-kwargs"):  # named first, before the setting it chose
+        cycle.check_speed(run, None, {**timed, 'choice': 'bf16', 'model': 'bvit_tiny_cifar'})
 
 
 def test_not_beating_the_noise_leaves_the_release_untouched(release, run_of, data):

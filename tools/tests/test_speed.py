@@ -171,6 +171,8 @@ def test_model_kwargs_on_the_command_line_replace_the_configs_as_in_train_py(tmp
     speed.main(['--config', str(config), '--batch-size', '2', '--updates', '2', '--settings', 'fp32',
                 '--model-kwargs', 'steps=1', '--out', str(tmp_path / 'speed.json')])
     assert json.loads((tmp_path / 'speed.json').read_text())['model_kwargs'] == {'steps': 1, 'num_classes': 10}
+    with pytest.raises(SystemExit):
+        speed.main(['--config', str(config), '--model-kwargs', 'steps'])
 
 
 def test_the_measured_model_starts_from_the_initial_checkpoint(tmp_path):
