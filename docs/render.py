@@ -934,9 +934,12 @@ def table_anytime_training(ctx: Context, model: str) -> str:
 
 def table_release_depths(ctx: Context) -> str:
     """Top-1 of each release at each depth, per cycle that measured it: the test split at release
-    (``test_top1_at_depth``) and, for a cycle decided on the anytime criterion, the held-out split before / after."""
+    (``test_top1_at_depth``) and, for a cycle decided on the anytime criterion, the held-out split before / after;
+    then the refused anytime cycles of ``release/<tag>.refused.json`` (tools.cycle), held-out only."""
     rows, grids = [], set()
     for r in releases(ctx):
+        refused_log = ctx.release / f'{r["tag"]}.refused.json'
+        refused = json.loads(refused_log.read_text()) if refused_log.exists() else []
         for c in (r['cycles'] or {}).get('cycles', []):
             criterion = c.get('criterion') or {}
             measured = [(f'held-out, release before cycle {c["cycle"]}', criterion.get('val_top1_at_depth_before'),
@@ -944,6 +947,10 @@ def table_release_depths(ctx: Context) -> str:
                         (f'held-out, cycle {c["cycle"]}', criterion.get('val_top1_at_depth'), criterion.get('images')),
                         (f'test, cycle {c["cycle"]} (released)', c.get('test_top1_at_depth'),
                          c.get('test_images') or r['cycles']['test']['images'])]
+            measured += [(f'held-out, a cycle after {c["cycle"]}, refused ({d["recorded"]["date"][:10]}; mean '
+                          f'{d["criterion"]["mean_gain"]:+.2f}, needed > {d["criterion"]["required_mean_gain"]:.2f})',
+                          d['criterion']['val_top1_at_depth'], d['criterion']['images'])
+                         for d in refused if d.get('from_cycle') == c['cycle'] and d.get('criterion')]
             for label, depths, images in measured:
                 if depths:
                     means = {int(k): v for k, v in depths.items()}

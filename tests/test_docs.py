@@ -290,3 +290,25 @@ def test_a_cycles_model_kwargs_are_its_commands_which_replace_the_configs_whole(
     assert render.command_model_kwargs(
         f"train.py --config {config} --model-kwargs steps=3 --model-kwargs steps=4 '' -b 128") == {'steps': 4}
     assert render.command_model_kwargs(f'train.py --model odevit_tiny_cifar --config {config}')['steps'] == 6
+
+
+def test_a_refused_cycle_shows_its_held_out_depths_beside_the_cycle_it_started_from(tmp_path):
+    import json
+    import shutil
+    tag = 'odevit_tiny_cifar.c10'
+    (tmp_path / tag).mkdir()
+    for name in ('config.json', 'README.md', 'record.json'):
+        shutil.copy(ROOT / 'release' / tag / name, tmp_path / tag / name)
+    ctx = render.Context(release=tmp_path)
+    before = render.table_release_depths(ctx)
+    last = json.loads((tmp_path / tag / 'record.json').read_text())['cycles'][-1]['cycle']
+    depths = {'3': 73.8, '4': 77.16, '6': 78.64, '8': 78.42, '12': 77.6, '16': 77.32, '24': 76.66}
+    refusal = {'from_cycle': last, 'released': False, 'recorded': {'commit': 'abc', 'date': '2026-12-05T10:55:14+00:00'},
+               'criterion': {'val_top1_at_depth': depths, 'images': 5000, 'mean_gain': 0.8657,
+                             'required_mean_gain': 1.4158}}
+    (tmp_path / f'{tag}.refused.json').write_text(json.dumps([refusal, dict(refusal, from_cycle=-1)]))
+    lines = render.table_release_depths(ctx).splitlines()
+    row = [r for r in lines if 'refused' in r]
+    assert len(lines) == len(before.splitlines()) + 1 and len(row) == 1  # one row: only the last cycle's refusal
+    assert f'held-out, a cycle after {last}, refused (2026-12-05; mean +0.87, needed > 1.42) | 5,000 |' in row[0]
+    assert '| 73.8 | 77.2 | 78.6 | 78.4 | 77.6 | 77.3 | 76.7 | 2.0 | -4.8 |' in row[0]  # + spread 4-24, 3 steps - best

@@ -20,6 +20,9 @@ cycle's command, speed setting, wall time, held-out and test top-1 with their im
 release folder and the package's copy of the weights whole (:mod:`tools.atomic`). ``read_record`` refuses a record
 that contradicts itself, its summary.csv, its card or its weights.
 
+A refused cycle (not a dry run) is appended to ``release/<tag>.refused.json`` (beside the folder; :func:`refused_log`)
+with its decision, command, machine, wall time and commit: it leaves its numbers, as a released one does in the record.
+
 ``--select-grids N ...`` (an anytime cycle, e.g. one trained with ``train_depth``): the release's and the cycle's
 weights are both measured on the run's held-out split at each of these depths; the cycle is released when their mean
 top-1 over the depths beats the release's by more than √(2 ln k) standard errors of that mean's level (the epoch was
@@ -275,6 +278,25 @@ def check_start(run: Dict[str, Any], release_dir: pathlib.Path) -> None:
                          '(--initial-checkpoint)')
 
 
+def refused_log(release_dir) -> pathlib.Path:
+    """Where the refused cycles of a release are kept: ``<tag>.refused.json`` beside the release folder (its
+    ``record.json`` holds the released ones; the folder holds what was released, and is swapped whole)."""
+    release_dir = pathlib.Path(release_dir)
+    return release_dir.with_name(f'{release_dir.name}.refused.json')
+
+
+def log_refusal(path, decision: Dict[str, Any], command: str, run: Dict[str, Any], speed: Dict[str, Any]) -> None:
+    """Append the refusal ``decision`` to the JSON list at ``path``, with the cycle's command, epochs, wall time,
+    machine, the speed measurement that chose its setting (if given) and where it was recorded; written atomically
+    (the log holds the earlier refusals, with the new one or without it)."""
+    path = pathlib.Path(path)
+    entries = read_json(path, list) if path.exists() else []
+    entries.append({**decision, 'command': command.strip(), 'recorded': recorded_now(), 'epochs': len(run['rows']),
+                    'seconds': run['train_time'].get('seconds'), 'hardware': run['train_time'].get('hardware'),
+                    **({'speed_measured': speed['measured']} if 'measured' in speed else {})})
+    write_atomic(path, json.dumps(entries, indent=1) + '\n')
+
+
 # ---- the multi-cycle record ---------------------------------------------------------------------
 def merged_summary(release_rows: List[Dict[str, str]], run_rows: List[Dict[str, str]], cycle: int,
                    first_cycle: int = 0) -> List[Dict[str, Any]]:
@@ -305,14 +327,18 @@ def checkout_commit(root: Optional[pathlib.Path] = None) -> str:
     return head + ('+unknown' if dirty is None else '+dirty' if dirty else '')
 
 
+def recorded_now() -> Dict[str, str]:
+    """Where and when the tooling records something: the checkout's commit and the UTC date."""
+    import datetime
+    return {'commit': checkout_commit(),
+            'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}
+
+
 def cycle_entry(number: int, command: str, run: Dict[str, Any], best: Dict[str, Any], held: Dict[str, Any],
                 speed: Dict[str, Any], metrics: Dict[str, Any], **more) -> Dict[str, Any]:
     """A cycle of the record: what the run did and what was measured (held-out and test top-1, images, NFE), and
     where the tooling recorded it (the checkout's commit, the UTC date; the run's machine is ``hardware``)."""
-    import datetime
-    recorded = {'commit': checkout_commit(),
-                'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}
-    return {'cycle': number, 'command': command.strip(), 'recorded': recorded, 'speed': speed,
+    return {'cycle': number, 'command': command.strip(), 'recorded': recorded_now(), 'speed': speed,
             'seconds': run['train_time'].get('seconds'),
             'hardware': run['train_time'].get('hardware'), 'epochs': len(run['rows']), 'best_epoch': best['epoch'],
             'weights': best['weights'], 'val_top1': round(best['top1'], 4), 'val_split': held['split'],
@@ -531,12 +557,13 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
                   speed: Optional[str] = None, speed_record: Optional[Dict] = None,
                   min_gain: Optional[float] = None, dry_run: bool = False, repo_id: Optional[str] = None,
                   package_dir=None, grids: Optional[Sequence[int]] = None,
-                  select_grids: Optional[Sequence[int]] = None) -> Dict[str, Any]:
+                  select_grids: Optional[Sequence[int]] = None, log=None) -> Dict[str, Any]:
     """Decide on a finished cycle and, when its held-out top-1 beats the release's beyond the noise, release it
     (see the module docstring). ``package_dir``: the package's copy of the weights and their config.json
     (``timm_odevit/weights/<tag>``), updated with the release. ``grids``: the depths whose test top-1 the card and the record give (default: hub.DEFAULT_GRIDS;
     ``()`` for none). ``select_grids``: decide on the mean held-out top-1 over these depths instead (the module
-    docstring). Returns the decision (and the test metrics when released)."""
+    docstring). ``log``: the JSON list a refused decision is appended to (default: :func:`refused_log`; not
+    on a dry run). Returns the decision (and the test metrics when released)."""
     release_dir = pathlib.Path(release_dir)
     package_dir = None if package_dir is None else pathlib.Path(package_dir)
     recover(release_dir, package_dir)
@@ -560,7 +587,8 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     if select_grids and min_gain is not None:
         raise ValueError('min_gain does not apply to an anytime cycle (select_grids): its gate is on the mean over depths')
     gain = best['top1'] - before['top1']
-    decision = {'release': release_dir.name, 'run': str(run['dir']), 'epoch': best['epoch'],
+    decision = {'release': release_dir.name, 'from_cycle': record['cycles'][-1]['cycle'], 'run': str(run['dir']),
+                'epoch': best['epoch'],
                 'weights': best['weights'], 'val_top1': best['top1'], 'val_top1_before': before['top1'],
                 'val_images': held['images'], 'gain': round(gain, 4), 'required_gain': round(floor, 4),
                 'evaluations_compared': evaluations,
@@ -576,7 +604,10 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
                      'mean_gain': round(mean_after - mean_before, 4), 'required_mean_gain': round(mean_floor, 4),
                      'own_grid_gain': round(gain, 4), 'own_grid_allowed_loss': round(se, 4)}
         decision.update(criterion=criterion, improved=mean_after - mean_before > mean_floor and gain > -se)
-    if not decision['improved'] or dry_run:
+    if dry_run:
+        return decision
+    if not decision['improved']:
+        log_refusal(refused_log(release_dir) if log is None else log, decision, command, run, speed_entry)
         return decision
     if not eval_dir:
         raise ValueError('eval_dir: the data root whose test split the card measures')
@@ -648,6 +679,9 @@ def main(argv=None) -> None:
     s.add_argument('--no-package-weights', action='store_true',
                    help="leave the package's copy (timm_odevit/weights/<tag>) alone")
     s.add_argument('--dry-run', action='store_true', help='decide only: no export, no test split, nothing written')
+    s.add_argument('--refused-log', default=None, metavar='FILE',
+                   help='JSON list a refused decision is appended to (default: release/<tag>.refused.json, beside the '
+                        'release folder)')
     s.add_argument('--select-grids', type=int, nargs='+', default=None, metavar='N',
                    help='decide on the mean held-out top-1 over these depths (an anytime cycle), measured for the '
                         "release and the cycle on the run's validation split; the own grid may not lose beyond noise")
@@ -676,7 +710,7 @@ def main(argv=None) -> None:
                 package = candidate if candidate.is_dir() else None
             out = release_cycle(args.run_dir, args.release_dir, args.command, args.eval_dir, args.eval_split,
                                 args.speed, speed_record, args.min_gain, args.dry_run, args.repo_id, package,
-                                args.grids, args.select_grids)
+                                args.grids, args.select_grids, args.refused_log)
     except (ValueError, OSError) as e:
         raise SystemExit(f'error: {e}')
     print(json.dumps(out, indent=1))

@@ -323,7 +323,30 @@ def test_dry_run_decides_without_writing(release, run_of):
     before = _digest(release)
     out = cycle.release_cycle(run_of(), release, COMMAND, dry_run=True)  # no eval_dir: the test split is not read
     assert out['improved'] and not out['released'] and out['gain'] == 17.5
-    assert _digest(release) == before
+    assert _digest(release) == before and not cycle.refused_log(release).exists()
+
+
+def test_a_refused_cycle_is_logged_beside_the_release_a_released_one_in_its_record(release, run_of, data):
+    log = cycle.refused_log(release)
+    assert log == release.parent / f'{TAG}.refused.json'
+    low = run_of('low', rows=((0, 39.0), (1, 50.5)))
+    refused = [cycle.release_cycle(low, release, COMMAND + f' --seed {s}', eval_dir=str(data)) for s in (3, 4)]
+    released = cycle.release_cycle(run_of(), release, COMMAND, eval_dir=str(data), grids=())
+    entries = json.loads(log.read_text())
+    assert [{k: e[k] for k in refused[0]} for e in entries] == refused and not entries[0]['released']
+    first = entries[0]
+    assert first['command'] == COMMAND + ' --seed 3' and first['epochs'] == 2 and first['speed'] == 'fp32'
+    assert set(first['recorded']) == {'commit', 'date'} and (first['seconds'], first['hardware']) == (1200.0, 'Test CPU')
+    assert released['released'] and len(json.loads(log.read_text())) == 2
+    assert sorted(p.name for p in release.parent.iterdir()) == [TAG, log.name]  # no temporary file left
+
+
+def test_a_damaged_refusal_log_is_an_error_and_kept(release, run_of, data, tmp_path):
+    log = tmp_path / 'log.json'
+    log.write_text('{"not": "a list"}')
+    with pytest.raises(ValueError, match='not a list'):
+        cycle.release_cycle(run_of(rows=((0, 39.0), (1, 50.5))), release, COMMAND, eval_dir=str(data), log=log)
+    assert log.read_text() == '{"not": "a list"}'
 
 
 @pytest.mark.parametrize('change, match', [
