@@ -932,14 +932,32 @@ def table_anytime_training(ctx: Context, model: str) -> str:
                     + ['spread 4–24', '3 steps − best'], rows)
 
 
+def refusals(ctx: Context, r: dict) -> List[dict]:
+    """The refused cycles of release ``r`` (``release/<tag>.refused.json``, written by tools.cycle), each checked to
+    have started from the weights of the cycle it names (``started_from_sha256``): a log of another record is an
+    error, not rows under the wrong cycle."""
+    path = ctx.release / f'{r["tag"]}.refused.json'
+    if not path.exists():
+        return []
+    cycles = (r['cycles'] or {}).get('cycles', [])
+    weights = {c['cycle']: n.get('started_from_sha256') for c, n in zip(cycles, cycles[1:])}
+    weights[cycles[-1]['cycle']] = r['cycles']['weights_sha256']
+    out = json.loads(path.read_text())
+    for d in out:
+        if d.get('release') != r['tag'] or weights.get(d.get('from_cycle')) != d.get('started_from_sha256'):
+            raise ValueError(f"{path}: the refusal of {d.get('recorded', {}).get('date')} started from weights "
+                             f"{str(d.get('started_from_sha256'))[:12]} of {d.get('release')} cycle {d.get('from_cycle')}, "
+                             f"which {r['tag']}'s record.json does not hold")
+    return out
+
+
 def table_release_depths(ctx: Context) -> str:
     """Top-1 of each release at each depth, per cycle that measured it: the test split at release
     (``test_top1_at_depth``) and, for a cycle decided on the anytime criterion, the held-out split before / after;
     then the refused anytime cycles of ``release/<tag>.refused.json`` (tools.cycle), held-out only."""
     rows, grids = [], set()
     for r in releases(ctx):
-        refused_log = ctx.release / f'{r["tag"]}.refused.json'
-        refused = json.loads(refused_log.read_text()) if refused_log.exists() else []
+        refused = refusals(ctx, r)
         for c in (r['cycles'] or {}).get('cycles', []):
             criterion = c.get('criterion') or {}
             measured = [(f'held-out, release before cycle {c["cycle"]}', criterion.get('val_top1_at_depth_before'),
@@ -947,10 +965,13 @@ def table_release_depths(ctx: Context) -> str:
                         (f'held-out, cycle {c["cycle"]}', criterion.get('val_top1_at_depth'), criterion.get('images')),
                         (f'test, cycle {c["cycle"]} (released)', c.get('test_top1_at_depth'),
                          c.get('test_images') or r['cycles']['test']['images'])]
-            measured += [(f'held-out, a cycle after {c["cycle"]}, refused ({d["recorded"]["date"][:10]}; mean '
-                          f'{d["criterion"]["mean_gain"]:+.2f}, needed > {d["criterion"]["required_mean_gain"]:.2f})',
-                          d['criterion']['val_top1_at_depth'], d['criterion']['images'])
-                         for d in refused if d.get('from_cycle') == c['cycle'] and d.get('criterion')]
+            for d in (d for d in refused if d['from_cycle'] == c['cycle'] and d.get('criterion')):
+                when, crit = d['recorded']['date'][:10], d['criterion']
+                if not criterion.get('val_top1_at_depth'):  # the cycle it started from has no held-out row of its own
+                    measured.append((f'held-out, cycle {c["cycle"]} before the cycle refused {when}',
+                                     crit['val_top1_at_depth_before'], crit['images']))
+                measured.append((f'held-out, a cycle after {c["cycle"]}, refused ({when}; mean {crit["mean_gain"]:+.2f}, '
+                                 f'needed > {crit["required_mean_gain"]:.2f})', crit['val_top1_at_depth'], crit['images']))
             for label, depths, images in measured:
                 if depths:
                     means = {int(k): v for k, v in depths.items()}

@@ -301,14 +301,23 @@ def test_a_refused_cycle_shows_its_held_out_depths_beside_the_cycle_it_started_f
         shutil.copy(ROOT / 'release' / tag / name, tmp_path / tag / name)
     ctx = render.Context(release=tmp_path)
     before = render.table_release_depths(ctx)
-    last = json.loads((tmp_path / tag / 'record.json').read_text())['cycles'][-1]['cycle']
+    record = json.loads((tmp_path / tag / 'record.json').read_text())
+    last = record['cycles'][-1]['cycle']
+    # sample numbers: those the session note of 2026-12-05 gives for a cycle refused before the log was kept
     depths = {'3': 73.8, '4': 77.16, '6': 78.64, '8': 78.42, '12': 77.6, '16': 77.32, '24': 76.66}
-    refusal = {'from_cycle': last, 'released': False, 'recorded': {'commit': 'abc', 'date': '2026-12-05T10:55:14+00:00'},
+    refusal = {'release': tag, 'from_cycle': last, 'started_from_sha256': record['weights_sha256'], 'released': False,
+               'recorded': {'commit': 'abc', 'date': '2026-12-05T10:55:14+00:00'},
                'criterion': {'val_top1_at_depth': depths, 'images': 5000, 'mean_gain': 0.8657,
                              'required_mean_gain': 1.4158}}
-    (tmp_path / f'{tag}.refused.json').write_text(json.dumps([refusal, dict(refusal, from_cycle=-1)]))
+    log = tmp_path / f'{tag}.refused.json'
+    log.write_text(json.dumps([refusal, {k: v for k, v in refusal.items() if k != 'criterion'}]))
     lines = render.table_release_depths(ctx).splitlines()
     row = [r for r in lines if 'refused' in r]
-    assert len(lines) == len(before.splitlines()) + 1 and len(row) == 1  # one row: only the last cycle's refusal
+    # one row: the anytime refusal (a plain one has no depths); cycle 5 has its own held-out row, so no 'before' row
+    assert len(lines) == len(before.splitlines()) + 1 and len(row) == 1
     assert f'held-out, a cycle after {last}, refused (2026-12-05; mean +0.87, needed > 1.42) | 5,000 |' in row[0]
     assert '| 73.8 | 77.2 | 78.6 | 78.4 | 77.6 | 77.3 | 76.7 | 2.0 | -4.8 |' in row[0]  # + spread 4-24, 3 steps - best
+    for other in ({'from_cycle': last - 1}, {'started_from_sha256': '0' * 64}, {'release': 'bvit_tiny_cifar.c10'}):
+        log.write_text(json.dumps([dict(refusal, **other)]))  # a log of another record: an error, not misplaced rows
+        with pytest.raises(ValueError, match='record.json does not hold'):
+            render.table_release_depths(ctx)

@@ -285,12 +285,28 @@ def refused_log(release_dir) -> pathlib.Path:
     return release_dir.with_name(f'{release_dir.name}.refused.json')
 
 
+def read_refusals(path) -> List[Dict[str, Any]]:
+    """The refusals logged at ``path`` ([] when there is none yet); a damaged log is an error (nothing regenerates it),
+    and a killed write's temporary file beside it is removed."""
+    path = pathlib.Path(path)
+    if not path.parent.is_dir():
+        raise ValueError(f'the folder of the refused-cycle log {path} does not exist')
+    for left in path.parent.glob(f'.{path.name}.*.tmp'):
+        left.unlink(missing_ok=True)
+    try:
+        return read_json(path, list) if path.exists() else []
+    except ValueError as e:
+        raise ValueError(f'{e} (the log of refused cycles: nothing regenerates it; restore it from git or move it '
+                         'aside)') from None
+
+
 def log_refusal(path, decision: Dict[str, Any], command: str, run: Dict[str, Any], speed: Dict[str, Any]) -> None:
     """Append the refusal ``decision`` to the JSON list at ``path``, with the cycle's command, epochs, wall time,
     machine, the speed measurement that chose its setting (if given) and where it was recorded; written atomically
-    (the log holds the earlier refusals, with the new one or without it)."""
+    (the log holds the earlier refusals, with the new one or without it). Cycles are decided one at a time: two
+    decisions writing at once may keep only one."""
     path = pathlib.Path(path)
-    entries = read_json(path, list) if path.exists() else []
+    entries = read_refusals(path)
     entries.append({**decision, 'command': command.strip(), 'recorded': recorded_now(), 'epochs': len(run['rows']),
                     'seconds': run['train_time'].get('seconds'), 'hardware': run['train_time'].get('hardware'),
                     **({'speed_measured': speed['measured']} if 'measured' in speed else {})})
@@ -579,6 +595,9 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
                          f"{before['images']} '{before['split']}' images: validate a cycle on the release's held-out "
                          'split')
     speed_entry = check_speed(run['args'], speed, speed_record)
+    log = None if dry_run else pathlib.Path(refused_log(release_dir) if log is None else log)
+    if log is not None:
+        read_refusals(log)  # a log that cannot take the decision is an error before the measurement, not after
     evaluations = len(run['rows'])  # the best of these epochs is compared: allow for picking it
     se = noise_floor(before['top1'], before['images'])
     floor = se * selection_margin(evaluations) if min_gain is None else float(min_gain)
@@ -587,8 +606,8 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     if select_grids and min_gain is not None:
         raise ValueError('min_gain does not apply to an anytime cycle (select_grids): its gate is on the mean over depths')
     gain = best['top1'] - before['top1']
-    decision = {'release': release_dir.name, 'from_cycle': record['cycles'][-1]['cycle'], 'run': str(run['dir']),
-                'epoch': best['epoch'],
+    decision = {'release': release_dir.name, 'from_cycle': record['cycles'][-1]['cycle'],
+                'started_from_sha256': record['weights_sha256'], 'run': str(run['dir']), 'epoch': best['epoch'],
                 'weights': best['weights'], 'val_top1': best['top1'], 'val_top1_before': before['top1'],
                 'val_images': held['images'], 'gain': round(gain, 4), 'required_gain': round(floor, 4),
                 'evaluations_compared': evaluations,
@@ -607,8 +626,8 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     if dry_run:
         return decision
     if not decision['improved']:
-        log_refusal(refused_log(release_dir) if log is None else log, decision, command, run, speed_entry)
-        return decision
+        log_refusal(log, decision, command, run, speed_entry)
+        return dict(decision, logged_to=str(log))
     if not eval_dir:
         raise ValueError('eval_dir: the data root whose test split the card measures')
     cycle = record['cycles'][-1]['cycle'] + 1

@@ -327,26 +327,52 @@ def test_dry_run_decides_without_writing(release, run_of):
 
 
 def test_a_refused_cycle_is_logged_beside_the_release_a_released_one_in_its_record(release, run_of, data):
-    log = cycle.refused_log(release)
+    log, start = cycle.refused_log(release), _record(release)['weights_sha256']
     assert log == release.parent / f'{TAG}.refused.json'
     low = run_of('low', rows=((0, 39.0), (1, 50.5)))
     refused = [cycle.release_cycle(low, release, COMMAND + f' --seed {s}', eval_dir=str(data)) for s in (3, 4)]
     released = cycle.release_cycle(run_of(), release, COMMAND, eval_dir=str(data), grids=())
     entries = json.loads(log.read_text())
-    assert [{k: e[k] for k in refused[0]} for e in entries] == refused and not entries[0]['released']
+    assert [{k: e[k] for k in refused[0] if k != 'logged_to'} for e in entries] == [
+        {k: v for k, v in r.items() if k != 'logged_to'} for r in refused]
+    assert refused[0]['logged_to'] == str(log) and not entries[0]['released']
+    assert (entries[0]['from_cycle'], entries[0]['started_from_sha256']) == (0, start)
     first = entries[0]
     assert first['command'] == COMMAND + ' --seed 3' and first['epochs'] == 2 and first['speed'] == 'fp32'
     assert set(first['recorded']) == {'commit', 'date'} and (first['seconds'], first['hardware']) == (1200.0, 'Test CPU')
-    assert released['released'] and len(json.loads(log.read_text())) == 2
+    assert released['released'] and len(json.loads(log.read_text())) == 2 and 'logged_to' not in released
     assert sorted(p.name for p in release.parent.iterdir()) == [TAG, log.name]  # no temporary file left
 
 
-def test_a_damaged_refusal_log_is_an_error_and_kept(release, run_of, data, tmp_path):
+def test_a_log_that_cannot_take_the_refusal_is_an_error_before_measuring(release, run_of, data, tmp_path, monkeypatch):
+    def measure(*a, **k):
+        raise AssertionError('measured before the log was checked')
+    monkeypatch.setattr(cycle, 'held_out_at_depths', measure)
     log = tmp_path / 'log.json'
     log.write_text('{"not": "a list"}')
-    with pytest.raises(ValueError, match='not a list'):
-        cycle.release_cycle(run_of(rows=((0, 39.0), (1, 50.5))), release, COMMAND, eval_dir=str(data), log=log)
-    assert log.read_text() == '{"not": "a list"}'
+    (tmp_path / '.log.json.0123abcd.tmp').write_text('a killed write')
+    low = run_of(rows=((0, 39.0), (1, 50.5)))
+    with pytest.raises(ValueError, match='not a list.*restore it from git or move it aside'):
+        cycle.release_cycle(low, release, COMMAND, eval_dir=str(data), log=log, select_grids=[1, 2])
+    assert log.read_text() == '{"not": "a list"}' and not (tmp_path / '.log.json.0123abcd.tmp').exists()
+    with pytest.raises(ValueError, match='does not exist'):
+        cycle.release_cycle(low, release, COMMAND, eval_dir=str(data), log=tmp_path / 'no' / 'log.json')
+
+
+def test_an_anytime_refusal_renders_in_the_docs_depth_table(release, run_of, data, monkeypatch):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('render', ROOT / 'docs' / 'render.py')
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    monkeypatch.setattr(cycle, 'held_out_at_depths', _measured({'1': 38.0, '2': 42.0}, {'1': 45.0, '2': 47.0}))
+    out = cycle.main(['release', str(run_of(rows=((0, 39.8), (1, 40.0)))), str(release), '--command', COMMAND,
+                      '--select-grids', '1', '2', '--refused-log', str(release.parent / 'kept.json')])
+    assert out is None and not cycle.refused_log(release).exists()  # --refused-log: that file, not the default
+    (release.parent / 'kept.json').rename(cycle.refused_log(release))
+    table = render.table_release_depths(render.Context(release=release.parent))
+    # cycle 0 has no held-out depths of its own: the release's, measured for the refusal, come first
+    assert '| held-out, cycle 0 before the cycle refused ' in table and '| 38.0 | 42.0 |' in table
+    assert 'held-out, a cycle after 0, refused (' in table and '; mean +6.00, needed > 12.90) | 20 | 45.0 | 47.0 |' in table
 
 
 @pytest.mark.parametrize('change, match', [
