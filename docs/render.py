@@ -944,7 +944,8 @@ def refusals(ctx: Context, r: dict) -> List[dict]:
     weights[cycles[-1]['cycle']] = r['cycles']['weights_sha256']
     out = json.loads(path.read_text())
     for d in out:
-        if d.get('release') != r['tag'] or weights.get(d.get('from_cycle')) != d.get('started_from_sha256'):
+        if d.get('release') != r['tag'] or not d.get('started_from_sha256') or \
+                weights.get(d.get('from_cycle')) != d['started_from_sha256']:
             raise ValueError(f"{path}: the refusal of {d.get('recorded', {}).get('date')} started from weights "
                              f"{str(d.get('started_from_sha256'))[:12]} of {d.get('release')} cycle {d.get('from_cycle')}, "
                              f"which {r['tag']}'s record.json does not hold")
