@@ -941,7 +941,8 @@ def refusals(ctx: Context, r: dict) -> List[dict]:
         return []
     cycles = (r['cycles'] or {}).get('cycles', [])
     weights = {c['cycle']: n.get('started_from_sha256') for c, n in zip(cycles, cycles[1:])}
-    weights[cycles[-1]['cycle']] = r['cycles']['weights_sha256']
+    if cycles:
+        weights[cycles[-1]['cycle']] = r['cycles']['weights_sha256']
     out = json.loads(path.read_text())
     for d in out:
         if d.get('release') != r['tag'] or not d.get('started_from_sha256') or \
@@ -969,6 +970,7 @@ def table_release_depths(ctx: Context) -> str:
             for d in (d for d in refused if d['from_cycle'] == c['cycle'] and d.get('criterion')):
                 when, crit = d['recorded']['date'][:10], d['criterion']
                 if not criterion.get('val_top1_at_depth'):  # the cycle it started from has no held-out row of its own
+                    criterion = {'val_top1_at_depth': crit['val_top1_at_depth_before']}  # one such row per cycle
                     measured.append((f'held-out, cycle {c["cycle"]} before the cycle refused {when}',
                                      crit['val_top1_at_depth_before'], crit['images']))
                 measured.append((f'held-out, a cycle after {c["cycle"]}, refused ({when}; mean {crit["mean_gain"]:+.2f}, '

@@ -294,10 +294,13 @@ def read_refusals(path) -> List[Dict[str, Any]]:
     for left in path.parent.glob(f'.{path.name}.*.tmp'):
         left.unlink(missing_ok=True)
     try:
-        return read_json(path, list) if path.exists() else []
-    except ValueError as e:
-        raise ValueError(f'{e} (the log of refused cycles: nothing regenerates it; restore it from git or move it '
-                         'aside)') from None
+        entries = json.loads(path.read_text()) if path.exists() else []
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        entries = f'{type(e).__name__}: {e}'
+    if not isinstance(entries, list):
+        raise ValueError(f'{path} is not a readable JSON list of refused cycles ({str(entries)[:200]}): nothing '
+                         'regenerates it; restore it from git or move it aside')
+    return entries
 
 
 def log_refusal(path, decision: Dict[str, Any], command: str, run: Dict[str, Any], speed: Dict[str, Any]) -> None:
@@ -626,7 +629,10 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     if dry_run:
         return decision
     if not decision['improved']:
-        log_refusal(log, decision, command, run, speed_entry)
+        try:
+            log_refusal(log, decision, command, run, speed_entry)
+        except (OSError, ValueError) as e:  # the measurement is not lost with the log
+            raise type(e)(f'the refusal could not be logged to {log} ({e}); the decision: {json.dumps(decision)}') from e
         return dict(decision, logged_to=str(log))
     if not eval_dir:
         raise ValueError('eval_dir: the data root whose test split the card measures')

@@ -352,11 +352,20 @@ def test_a_log_that_cannot_take_the_refusal_is_an_error_before_measuring(release
     log.write_text('{"not": "a list"}')
     (tmp_path / '.log.json.0123abcd.tmp').write_text('a killed write')
     low = run_of(rows=((0, 39.0), (1, 50.5)))
-    with pytest.raises(ValueError, match='not a list.*restore it from git or move it aside'):
+    with pytest.raises(ValueError, match='not a readable JSON list.*restore it from git or move it aside'):
         cycle.release_cycle(low, release, COMMAND, eval_dir=str(data), log=log, select_grids=[1, 2])
     assert log.read_text() == '{"not": "a list"}' and not (tmp_path / '.log.json.0123abcd.tmp').exists()
     with pytest.raises(ValueError, match='does not exist'):
-        cycle.release_cycle(low, release, COMMAND, eval_dir=str(data), log=tmp_path / 'no' / 'log.json')
+        cycle.release_cycle(low, release, COMMAND, eval_dir=str(data), log=tmp_path / 'no' / 'log.json',
+                            select_grids=[1, 2])
+
+
+def test_a_refusal_that_cannot_be_written_keeps_the_decision_in_the_error(release, run_of, data, monkeypatch):
+    def fail(*a, **k):
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(cycle, 'write_atomic', fail)
+    with pytest.raises(OSError, match=r'could not be logged to .*No space left.*the decision: \{"release": '):
+        cycle.release_cycle(run_of(rows=((0, 39.0), (1, 50.5))), release, COMMAND, eval_dir=str(data))
 
 
 def test_an_anytime_refusal_renders_in_the_docs_depth_table(release, run_of, data, monkeypatch):
@@ -369,10 +378,12 @@ def test_an_anytime_refusal_renders_in_the_docs_depth_table(release, run_of, dat
                       '--select-grids', '1', '2', '--refused-log', str(release.parent / 'kept.json')])
     assert out is None and not cycle.refused_log(release).exists()  # --refused-log: that file, not the default
     (release.parent / 'kept.json').rename(cycle.refused_log(release))
+    cycle.main(['release', str(run_of('two', rows=((0, 39.8), (1, 40.0)))), str(release), '--command', COMMAND,
+                '--select-grids', '1', '2'])  # a second refusal from the same cycle, in the default log
     table = render.table_release_depths(render.Context(release=release.parent))
-    # cycle 0 has no held-out depths of its own: the release's, measured for the refusal, come first
-    assert '| held-out, cycle 0 before the cycle refused ' in table and '| 38.0 | 42.0 |' in table
-    assert 'held-out, a cycle after 0, refused (' in table and '; mean +6.00, needed > 12.90) | 20 | 45.0 | 47.0 |' in table
+    # cycle 0 has no held-out depths of its own: the release's, measured for the refusals, come first, once
+    assert table.count('| held-out, cycle 0 before the cycle refused ') == 1 and '| 38.0 | 42.0 |' in table
+    assert table.count('; mean +6.00, needed > 12.90) | 20 | 45.0 | 47.0 |') == 2
 
 
 @pytest.mark.parametrize('change, match', [
