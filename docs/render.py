@@ -967,10 +967,11 @@ def table_release_depths(ctx: Context) -> str:
                         (f'held-out, cycle {c["cycle"]}', criterion.get('val_top1_at_depth'), criterion.get('images')),
                         (f'test, cycle {c["cycle"]} (released)', c.get('test_top1_at_depth'),
                          c.get('test_images') or r['cycles']['test']['images'])]
+            has_held_out_row = bool(criterion.get('val_top1_at_depth'))
             for d in (d for d in refused if d['from_cycle'] == c['cycle'] and d.get('criterion')):
                 when, crit = d['recorded']['date'][:10], d['criterion']
-                if not criterion.get('val_top1_at_depth'):  # the cycle it started from has no held-out row of its own
-                    criterion = {'val_top1_at_depth': crit['val_top1_at_depth_before']}  # one such row per cycle
+                if not has_held_out_row:  # the cycle it started from has none of its own: the first refusal's, once
+                    has_held_out_row = True
                     measured.append((f'held-out, cycle {c["cycle"]} before the cycle refused {when}',
                                      crit['val_top1_at_depth_before'], crit['images']))
                 measured.append((f'held-out, a cycle after {c["cycle"]}, refused ({when}; mean {crit["mean_gain"]:+.2f}, '
