@@ -10,8 +10,10 @@ median after a warm-up update. The choice is the fastest setting whose mean trai
 fp32's on the same batches and that beats fp32 by at least 5 % (less is timing noise), consistently: in at least
 2/3 of the timed updates paired with fp32's (a median of a few updates on a shared machine swings by more); a
 setting more than ``max_slowdown`` x slower than fp32 after its first timed update is dropped early.
-``--hours H`` sizes the cycle to the time left: the chosen setting's measured training and evaluation speed and
-the sizes of the config's train and validation splits give the whole epochs that fit in H hours; ``--epochs N``,
+``--hours H`` sizes the cycle to the time left: the chosen setting's training speed, measured again on batches from
+train.py's own training loader for the config (its batch size, augmentation and workers, which share the machine
+with the update), its evaluation speed and the sizes of the config's train and validation splits give the whole
+epochs that fit in H hours; ``--epochs N``,
 added to the flags, is the largest N whose run fits them as timm's scheduler counts its epochs (a warm-up prefix,
 cycles and cooldown epochs included), so the schedule ends within the time. A teacher the config names
 (``kd_model_name``, ``kd_distill_type`` logit or trajectory) runs in every timed update, as in train.py; one given on
@@ -358,8 +360,8 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     print(f"speed: chose {choice} ({' '.join(record['flags']) or 'no flags'}) on {record['hardware']}, "
           f"CPU features {record['cpu_features']}{ran}", file=log)
     if hours is not None:
-        record['epochs'] = fit_epochs(cfg, data_dir, model, batches, choice, results[choice]['seconds'], batch_size,
-                                      hours, device, log)
+        record['epochs'] = fit_epochs(cfg, data_dir, model, batches, choice, make_step(choice), updates, hours,
+                                      device, log)
     return record
 
 
@@ -372,25 +374,77 @@ def check_warmup(cfg: dict, epochs: int, hours: float) -> None:
                          f"epochs that fit in {hours:g} h: give more hours or a shorter warm-up (warmup_epochs)")
 
 
-def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, seconds_per_update: float,
-               batch_size: int, hours: float, device: str, log) -> Dict:
-    """record['epochs'] of :func:`select`: the chosen setting's training speed (measured) and evaluation speed
-    (measured here), the config's splits and EMA -> the whole epochs that fit in ``hours``."""
+def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, step: Callable, updates: int,
+               hours: float, device: str, log) -> Dict:
+    """record['epochs'] of :func:`select`: the chosen setting's training speed (``step`` fed by train.py's loader,
+    :func:`loader_speed`) and evaluation speed (on ``batches``), the config's splits and EMA -> the whole epochs that
+    fit in ``hours``."""
     train_split, val_split = cfg.get('train_split', 'train'), cfg.get('val_split', 'validation')
     sizes = {'train_images': split_size(data_dir, train_split), 'eval_images': split_size(data_dir, val_split)}
-    train_img_s = batch_size / seconds_per_update
+    loader, args = train_loader(cfg, data_dir, model, device)
+    seconds = loader_speed(step, loader, updates, args.batch_size)
+    train_img_s = args.batch_size / seconds
     eval_img_s = eval_speed(model, batches, choice, device)
     evals = 2 if cfg.get('model_ema') else 1
     fit = epochs_that_fit(hours, sizes['train_images'], train_img_s, sizes['eval_images'], eval_img_s, evals)
     fits = fit['epochs']
     fit['epochs'], fit['epochs_run'] = epochs_flag(cfg, fits, sizes['train_images'], hours)
     check_warmup(cfg, fit['epochs'], hours)
-    fit.update(sizes, train_img_s=train_img_s, eval_img_s=eval_img_s, evals=evals)
+    fit.update(sizes, train_img_s=train_img_s, eval_img_s=eval_img_s, evals=evals, train_batch_size=args.batch_size,
+               train_workers=args.workers, update_seconds=seconds)
     print(f"speed: {fits} epochs fit in {hours:g} h ({fit['epoch_seconds'] / 60:.1f} min each: "
-          f"{sizes['train_images']} '{train_split}' images at {train_img_s:.1f} img/s, {evals} x "
+          f"{sizes['train_images']} '{train_split}' images at {train_img_s:.1f} img/s from train.py's loader "
+          f"(batch {args.batch_size}, {args.workers} workers), {evals} x "
           f"{sizes['eval_images']} '{val_split}' images at {eval_img_s:.1f} img/s): --epochs {fit['epochs']} runs "
           f"{fit['epochs_run']}", file=log)
     return fit
+
+
+def loader_speed(step: Callable, loader, updates: int, batch_size: int, warmup: int = 2,
+                 timer: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds per training update as train.py runs it: the median over ``updates`` of the wait for ``loader``'s next
+    batch plus ``step(batch)`` (the loader's workers decode and augment on the cores the update uses), after
+    ``warmup`` updates (the workers' start); the loader starts over when it runs out."""
+    if len(loader) < 1:
+        raise ValueError(f'the training split has fewer images than one batch of {batch_size}: nothing to time')
+    times, batches = [], iter(loader)
+    for _ in range(max(updates, warmup + 1)):
+        start = timer()
+        batch = next(batches, None)
+        if batch is None:
+            batches = iter(loader)
+            batch = next(batches)
+        step(batch)
+        times.append(timer() - start)
+    return statistics.median(times[warmup:])
+
+
+def train_loader(cfg: dict, data_dir: str, model, device: str = 'cpu'):
+    """(loader, args): the training loader timm's train.py builds for a config, and train.py's args for it (its
+    parser's defaults for the keys the config leaves out): dataset, batch size, augmentation, workers, prefetcher; a
+    ValueError for mixup, cutmix, AugMix splits and the NaFlex loader, which this measurement does not build."""
+    import torch
+    from timm.data import create_dataset, create_loader, resolve_data_config
+    from timm_odevit.train import load_script, locate_script
+    parser = load_script(locate_script('train.py')).parser
+    parser.set_defaults(**cfg)
+    args = parser.parse_args(['--data-dir', data_dir])
+    if args.mixup > 0 or args.cutmix > 0 or args.cutmix_minmax is not None or args.aug_splits > 0 or args.naflex_loader:
+        raise ValueError(f"{cfg.get('model')}'s config uses mixup, cutmix, AugMix splits or the NaFlex loader, whose "
+                         "cost --hours does not measure: size the cycle with --epochs instead")
+    data = resolve_data_config(vars(args), model=model)
+    dataset = create_dataset(args.dataset, root=data_dir, split=args.train_split, is_training=True,
+                             class_map=args.class_map, batch_size=args.batch_size, seed=args.seed,
+                             repeats=args.epoch_repeats)
+    return create_loader(
+        dataset, input_size=data['input_size'], batch_size=args.batch_size, is_training=True, no_aug=args.no_aug,
+        re_prob=args.reprob, re_mode=args.remode, re_count=args.recount, re_split=args.resplit,
+        train_crop_mode=args.train_crop_mode, scale=args.scale, ratio=args.ratio, hflip=args.hflip, vflip=args.vflip,
+        color_jitter=args.color_jitter, color_jitter_prob=args.color_jitter_prob, grayscale_prob=args.grayscale_prob,
+        gaussian_blur_prob=args.gaussian_blur_prob, auto_augment=args.aa, num_aug_repeats=args.aug_repeats,
+        interpolation=data['interpolation'] if args.no_aug or not args.train_interpolation else args.train_interpolation,
+        num_workers=args.workers, worker_seeding=args.worker_seeding, mean=data['mean'], std=data['std'],
+        pin_memory=args.pin_mem, device=torch.device(device), use_prefetcher=not args.no_prefetcher), args
 
 
 def epochs_flag(cfg: dict, fits: int, train_images: int, hours: float) -> Tuple[int, int]:

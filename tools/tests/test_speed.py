@@ -235,12 +235,16 @@ def test_hours_add_the_epochs_that_fit_to_the_flags(tmp_path, capsys):
     data = _image_folder(tmp_path / 'data', {'train': 6, 'val': 2})
     config = tmp_path / 'c.yaml'
     config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\nnum_classes: 2\nlr: 1.0e-4\n'
-                      'train_split: train\nval_split: val\nmodel_ema: true\nwarmup_epochs: 0.2\ncooldown_epochs: 2\n')
+                      'train_split: train\nval_split: val\nmodel_ema: true\nwarmup_epochs: 0.2\ncooldown_epochs: 2\n'
+                      'batch_size: 3\nworkers: 1\n')
     speed.main(['--config', str(config), '--data-dir', str(data), '--batch-size', '2', '--updates', '2',
                 '--settings', 'fp32', '--hours', '0.5', '--out', str(tmp_path / 'speed.json')])
     out, err = capsys.readouterr()
     fit = json.loads((tmp_path / 'speed.json').read_text())['epochs']
     assert fit['train_images'] == 12 and fit['eval_images'] == 4 and fit['evals'] == 2
+    # the training speed is train.py's: the config's batch of 3 (not --batch-size 2) from its loader with 1 worker
+    assert fit['train_batch_size'] == 3 and fit['train_workers'] == 1
+    assert fit['train_img_s'] == pytest.approx(3 / fit['update_seconds'])
     expected = speed.epochs_that_fit(0.5, 12, fit['train_img_s'], 4, fit['eval_img_s'], 2)
     assert fit['epochs_run'] == fit['epochs'] + 2 == expected['epochs']  # the cooldown epochs run too
     assert out.split() == ['--epochs', str(fit['epochs'])] and 'epochs fit in 0.5 h' in err
@@ -249,7 +253,7 @@ def test_hours_add_the_epochs_that_fit_to_the_flags(tmp_path, capsys):
 def test_hours_need_the_data_and_a_warm_up_shorter_than_the_cycle(tmp_path):
     config = tmp_path / 'c.yaml'
     config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\nnum_classes: 2\nwarmup_epochs: 1.0e+9\n'
-                      'train_split: train\nval_split: val\n')
+                      'train_split: train\nval_split: val\nbatch_size: 2\nworkers: 0\n')
     with pytest.raises(SystemExit, match='give --data-dir'):
         speed.main(['--config', str(config), '--hours', '1'])
     with pytest.raises(SystemExit, match='--hours must be positive'):
@@ -263,6 +267,52 @@ def test_hours_need_the_data_and_a_warm_up_shorter_than_the_cycle(tmp_path):
         speed.check_warmup({'model': 'm'}, 5, 1.0)
     speed.check_warmup({'model': 'm'}, 6, 1.0)
     speed.check_warmup({'model': 'm', 'warmup_epochs': 0}, 1, 1.0)
+
+
+class FakeLoader:
+    """A loader on a fake clock: fetching a batch costs ``load`` seconds (the first ``slow`` of them more)."""
+
+    def __init__(self, machine, batches, load, first=0.):
+        self.machine, self.batches, self.load, self.first, self.started = machine, batches, load, first, 0
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        self.started += 1
+        for i, b in enumerate(self.batches):
+            self.machine.now += self.load + (self.first if self.started == 1 and i == 0 else 0.)
+            yield b
+
+
+def test_the_training_speed_counts_the_wait_for_the_loaders_batches():
+    """An update as train.py runs it: the wait for the next batch plus the step; the workers' start is warm-up;
+    a loader shorter than the updates starts over."""
+    m = FakeMachine({'fp32': 1.0}, {'fp32': 2.0})
+    loader = FakeLoader(m, [0, 1, 2], load=0.25, first=30.)
+    seconds = speed.loader_speed(m.make_step('fp32'), loader, updates=8, batch_size=4, timer=m.timer)
+    assert seconds == pytest.approx(1.25) and loader.started == 3  # 8 updates from 3 batches
+    assert [b for _, b in m.calls] == [0, 1, 2, 0, 1, 2, 0, 1]
+    with pytest.raises(ValueError, match='fewer images than one batch of 4'):
+        speed.loader_speed(m.make_step('fp32'), FakeLoader(m, [], load=0.), updates=2, batch_size=4, timer=m.timer)
+
+
+@pytest.mark.filterwarnings('ignore:This DataLoader will create 4 worker processes')  # built, never iterated
+def test_the_training_loader_is_train_pys_for_the_config(tmp_path):
+    """train.py's own parser fills what the config leaves out (its 4 workers); the config's augmentation is the
+    loader's; what the measurement does not build is an error."""
+    import timm
+    data = _image_folder(tmp_path / 'data', {'train': 3})
+    model = timm.create_model('odevit_tiny_cifar', steps=1, num_classes=2)
+    cfg = {'model': 'odevit_tiny_cifar', 'batch_size': 2, 'scale': [0.5, 1.0], 'hflip': 0.0}
+    loader, args = speed.train_loader(cfg, str(data), model)
+    assert (args.batch_size, args.workers, len(loader)) == (2, 4, 3)  # 6 images, batches of 2 (drop_last)
+    crop = next(t for t in loader.dataset.transform.transforms if type(t).__name__ == 'RandomResizedCropAndInterpolation')
+    assert crop.scale == (0.5, 1.0)
+    assert not any('Flip' in type(t).__name__ for t in loader.dataset.transform.transforms)
+    for extra in ({'mixup': 0.8}, {'cutmix': 1.0}, {'aug_splits': 3}):
+        with pytest.raises(ValueError, match='size the cycle with --epochs'):
+            speed.train_loader(dict(cfg, **extra), str(data), model)
 
 
 @pytest.mark.parametrize('cfg, flag', [
