@@ -12,7 +12,7 @@ fp32's on the same batches and that beats fp32 by at least 5 % (less is timing n
 setting more than ``max_slowdown`` x slower than fp32 after its first timed update is dropped early.
 ``--hours H`` sizes the cycle to the time left: the chosen setting's training speed, measured again on batches from
 train.py's own training loader for the config (its batch size, augmentation and workers, which share the machine
-with the update), its evaluation speed and the sizes of the config's train and validation splits give the whole
+with the update; the mean of 24 updates), its evaluation speed and the sizes of the config's train and validation splits give the whole
 epochs that fit in H hours; ``--epochs N``,
 added to the flags, is the largest N whose run fits them as timm's scheduler counts its epochs (a warm-up prefix,
 cycles and cooldown epochs included), so the schedule ends within the time. A teacher the config names
@@ -38,6 +38,9 @@ SETTINGS: Dict[str, Tuple[str, ...]] = {
 }
 REFERENCE = 'fp32'
 TOLERANCE, MIN_SPEEDUP, MIN_WINS = 0.01, 0.05, 2 / 3  # the rule of :func:`choose` (its defaults, the CLI's)
+SIZING_UPDATES = 24  # timed updates of --hours's training speed: enough to average over train_depth's draws
+UNMEASURED = ('mixup', 'cutmix', 'cutmix_minmax', 'aug_splits', 'naflex_loader', 'model_dtype', 'train_img_sizes',
+              'train_batch_sizes', 'train_batches_per_epoch', 'torchcompile')  # train.py options --hours refuses
 
 
 def loss_change(results: Dict[str, Dict], name: str) -> float:
@@ -204,22 +207,26 @@ def cpu_features() -> List[str]:
 
 
 # ---- the model and the batches ------------------------------------------------------------------
-def load_batches(data_dir: Optional[str], model, batch_size: int, count: int, split: str = 'train', seed: int = 0):
-    """``count`` batches of (images, labels): a seeded random choice of ``split`` images with the model's eval
-    preprocessing (no augmentation: every setting sees the same tensors), or seeded noise without a data dir."""
+def load_batches(data_dir: Optional[str], model, batch_size: int, count: int, split: str = 'train', seed: int = 0,
+                 cfg: Optional[dict] = None):
+    """``count`` batches of (images, labels): a seeded random choice of ``split`` images with the eval
+    preprocessing of the model and the config ``cfg`` (its ``input_size``, ``mean``...: as train.py resolves them; no
+    augmentation: every setting sees the same tensors), or seeded noise without a data dir."""
     import torch
+    from timm.data import resolve_data_config
     gen = torch.Generator().manual_seed(seed)
-    size = model.pretrained_cfg.get('input_size', (3, 32, 32))
+    data = resolve_data_config(dict(cfg or {}), model=model)
+    size = data['input_size']
     n = batch_size * count
     if not data_dir:
         images = torch.randn(n, *size, generator=gen)
         labels = torch.randint(0, model.num_classes, (n,), generator=gen)
     else:
-        from timm.data import create_dataset, create_transform, resolve_data_config
+        from timm.data import create_dataset, create_transform
         dataset = create_dataset('', root=data_dir, split=split, is_training=False)
         if len(dataset) < n:
             raise ValueError(f'{data_dir}/{split} has {len(dataset)} images, fewer than {count} batches of {batch_size}')
-        dataset.transform = create_transform(**resolve_data_config(model=model), is_training=False)
+        dataset.transform = create_transform(**data, is_training=False)
         picks = torch.randperm(len(dataset), generator=gen)[:n].tolist()
         samples = [dataset[i] for i in picks]
         images = torch.stack([s[0] for s in samples])
@@ -340,7 +347,7 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
         check_distillation(cfg)
     make_step, model = model_steps(cfg['model'], kwargs, lr=float(cfg.get('lr', 5e-4)), device=device,
                                    initial_checkpoint=initial_checkpoint, kd=cfg if teacher else None)
-    batches = load_batches(data_dir, model, batch_size, updates, split=cfg.get('train_split', 'train'))
+    batches = load_batches(data_dir, model, batch_size, updates, split=cfg.get('train_split', 'train'), cfg=cfg)
     results = measure(make_step, batches, settings)
     choice = choose(results, tolerance, min_speedup)
     record = {'choice': choice, 'flags': flags(choice), 'results': results, 'tolerance': tolerance,
@@ -360,8 +367,7 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     print(f"speed: chose {choice} ({' '.join(record['flags']) or 'no flags'}) on {record['hardware']}, "
           f"CPU features {record['cpu_features']}{ran}", file=log)
     if hours is not None:
-        record['epochs'] = fit_epochs(cfg, data_dir, model, batches, choice, make_step(choice), updates, hours,
-                                      device, log)
+        record['epochs'] = fit_epochs(cfg, data_dir, model, batches, choice, make_step(choice), hours, device, log)
     return record
 
 
@@ -374,27 +380,28 @@ def check_warmup(cfg: dict, epochs: int, hours: float) -> None:
                          f"epochs that fit in {hours:g} h: give more hours or a shorter warm-up (warmup_epochs)")
 
 
-def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, step: Callable, updates: int,
-               hours: float, device: str, log) -> Dict:
-    """record['epochs'] of :func:`select`: the chosen setting's training speed (``step`` fed by train.py's loader,
-    :func:`loader_speed`) and evaluation speed (on ``batches``), the config's splits and EMA -> the whole epochs that
-    fit in ``hours``."""
+def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, step: Callable, hours: float,
+               device: str, log, updates: int = SIZING_UPDATES) -> Dict:
+    """record['epochs'] of :func:`select`: the chosen setting's evaluation speed (on ``batches``) and training speed
+    (``step`` fed by train.py's loader, :func:`loader_speed`), the images an epoch trains on (whole batches of the
+    train split), the validation split and EMA -> the whole epochs that fit in ``hours``."""
     train_split, val_split = cfg.get('train_split', 'train'), cfg.get('val_split', 'validation')
-    sizes = {'train_images': split_size(data_dir, train_split), 'eval_images': split_size(data_dir, val_split)}
+    eval_img_s = eval_speed(model, batches, choice, device)
     loader, args = train_loader(cfg, data_dir, model, device)
     seconds = loader_speed(step, loader, updates, args.batch_size)
+    sizes = {'train_images': len(loader) * args.batch_size, 'eval_images': split_size(data_dir, val_split)}
+    del loader  # its persistent workers stop here
     train_img_s = args.batch_size / seconds
-    eval_img_s = eval_speed(model, batches, choice, device)
     evals = 2 if cfg.get('model_ema') else 1
     fit = epochs_that_fit(hours, sizes['train_images'], train_img_s, sizes['eval_images'], eval_img_s, evals)
     fits = fit['epochs']
     fit['epochs'], fit['epochs_run'] = epochs_flag(cfg, fits, sizes['train_images'], hours)
     check_warmup(cfg, fit['epochs'], hours)
     fit.update(sizes, train_img_s=train_img_s, eval_img_s=eval_img_s, evals=evals, train_batch_size=args.batch_size,
-               train_workers=args.workers, update_seconds=seconds)
+               train_workers=args.workers, update_seconds=seconds, updates_timed=updates)
     print(f"speed: {fits} epochs fit in {hours:g} h ({fit['epoch_seconds'] / 60:.1f} min each: "
           f"{sizes['train_images']} '{train_split}' images at {train_img_s:.1f} img/s from train.py's loader "
-          f"(batch {args.batch_size}, {args.workers} workers), {evals} x "
+          f"(batch {args.batch_size}, {args.workers} workers; mean of {updates} updates), {evals} x "
           f"{sizes['eval_images']} '{val_split}' images at {eval_img_s:.1f} img/s): --epochs {fit['epochs']} runs "
           f"{fit['epochs_run']}", file=log)
     return fit
@@ -402,13 +409,16 @@ def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, 
 
 def loader_speed(step: Callable, loader, updates: int, batch_size: int, warmup: int = 2,
                  timer: Callable[[], float] = time.perf_counter) -> float:
-    """Seconds per training update as train.py runs it: the median over ``updates`` of the wait for ``loader``'s next
-    batch plus ``step(batch)`` (the loader's workers decode and augment on the cores the update uses), after
-    ``warmup`` updates (the workers' start); the loader starts over when it runs out."""
+    """Seconds per training update as train.py runs it: the wait for ``loader``'s next batch plus ``step(batch)``
+    (the loader's workers decode and augment on the cores the update uses), averaged over ``updates`` timed updates
+    after ``warmup`` untimed ones (the workers' start). The mean, not the median: an epoch lasts the sum of its
+    updates, whose cost varies by design with ``train_depth``'s drawn depths. The loader starts over when it runs out."""
     if len(loader) < 1:
         raise ValueError(f'the training split has fewer images than one batch of {batch_size}: nothing to time')
+    if updates < 1:
+        raise ValueError(f'need at least one timed update, got {updates}')
     times, batches = [], iter(loader)
-    for _ in range(max(updates, warmup + 1)):
+    for _ in range(warmup + updates):
         start = timer()
         batch = next(batches, None)
         if batch is None:
@@ -416,7 +426,7 @@ def loader_speed(step: Callable, loader, updates: int, batch_size: int, warmup: 
             batch = next(batches)
         step(batch)
         times.append(timer() - start)
-    return statistics.median(times[warmup:])
+    return statistics.fmean(times[warmup:])
 
 
 def train_loader(cfg: dict, data_dir: str, model, device: str = 'cpu'):
@@ -427,11 +437,13 @@ def train_loader(cfg: dict, data_dir: str, model, device: str = 'cpu'):
     from timm.data import create_dataset, create_loader, resolve_data_config
     from timm_odevit.train import load_script, locate_script
     parser = load_script(locate_script('train.py')).parser
+    defaults = {k: parser.get_default(k) for k in UNMEASURED}
     parser.set_defaults(**cfg)
     args = parser.parse_args(['--data-dir', data_dir])
-    if args.mixup > 0 or args.cutmix > 0 or args.cutmix_minmax is not None or args.aug_splits > 0 or args.naflex_loader:
-        raise ValueError(f"{cfg.get('model')}'s config uses mixup, cutmix, AugMix splits or the NaFlex loader, whose "
-                         "cost --hours does not measure: size the cycle with --epochs instead")
+    unmeasured = [k for k in UNMEASURED if getattr(args, k) != defaults[k]]
+    if unmeasured:
+        raise ValueError(f"{cfg.get('model')}'s config sets {', '.join(unmeasured)}, whose effect on an epoch's time "
+                         "--hours does not measure: size the cycle with train.py's --epochs instead")
     data = resolve_data_config(vars(args), model=model)
     dataset = create_dataset(args.dataset, root=data_dir, split=args.train_split, is_training=True,
                              class_map=args.class_map, batch_size=args.batch_size, seed=args.seed,

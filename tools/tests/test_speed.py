@@ -5,7 +5,18 @@ import math
 
 import pytest
 
+from timm_odevit.train import locate_script
 from tools import speed
+
+
+def _has_train_py() -> bool:
+    try:
+        return bool(locate_script('train.py', download=False))
+    except FileNotFoundError:
+        return False
+
+
+needs_train_py = pytest.mark.skipif(not _has_train_py(), reason="timm's train.py not found: --hours builds its loader")
 
 
 class FakeMachine:
@@ -229,6 +240,7 @@ def _image_folder(root, splits):
     return root
 
 
+@needs_train_py
 def test_hours_add_the_epochs_that_fit_to_the_flags(tmp_path, capsys):
     """A tiny real measurement on a tiny ImageFolder: the record holds the splits' sizes and both measured speeds,
     and the printed flags end with the epochs they give."""
@@ -250,6 +262,7 @@ def test_hours_add_the_epochs_that_fit_to_the_flags(tmp_path, capsys):
     assert out.split() == ['--epochs', str(fit['epochs'])] and 'epochs fit in 0.5 h' in err
 
 
+@needs_train_py
 def test_hours_need_the_data_and_a_warm_up_shorter_than_the_cycle(tmp_path):
     config = tmp_path / 'c.yaml'
     config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\nnum_classes: 2\nwarmup_epochs: 1.0e+9\n'
@@ -285,33 +298,59 @@ class FakeLoader:
             yield b
 
 
+class DepthMachine(FakeMachine):
+    """An update whose cost is its batch's value (a drawn depth), on the fake clock."""
+
+    def make_step(self, name):
+        def step(batch):
+            self.calls.append((name, batch))
+            self.now += batch
+            return 1.0
+        return step
+
+
 def test_the_training_speed_counts_the_wait_for_the_loaders_batches():
-    """An update as train.py runs it: the wait for the next batch plus the step; the workers' start is warm-up;
-    a loader shorter than the updates starts over."""
-    m = FakeMachine({'fp32': 1.0}, {'fp32': 2.0})
-    loader = FakeLoader(m, [0, 1, 2], load=0.25, first=30.)
+    """An update as train.py runs it: the wait for the next batch plus the step, averaged (an epoch lasts the sum
+    of its updates, whose cost varies with the drawn depth); the workers' slow start is warm-up; a loader shorter
+    than the updates starts over."""
+    m = DepthMachine({}, {})
+    loader = FakeLoader(m, [3, 9, 3, 3], load=0.5, first=30.)
     seconds = speed.loader_speed(m.make_step('fp32'), loader, updates=8, batch_size=4, timer=m.timer)
-    assert seconds == pytest.approx(1.25) and loader.started == 3  # 8 updates from 3 batches
-    assert [b for _, b in m.calls] == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert [b for _, b in m.calls] == [3, 9, 3, 3] * 2 + [3, 9] and loader.started == 3  # 2 untimed + 8 timed
+    assert seconds == pytest.approx(0.5 + (3 + 3 + 3 + 9 + 3 + 3 + 3 + 9) / 8)  # the mean; the median would say 3.5
+    # the warm-up is what is left out: a slow start would weigh on the mean
+    m = DepthMachine({}, {})
+    assert speed.loader_speed(m.make_step('fp32'), FakeLoader(m, [1], load=0., first=30.), updates=2, batch_size=4,
+                              warmup=0, timer=m.timer) == pytest.approx(16.)
     with pytest.raises(ValueError, match='fewer images than one batch of 4'):
         speed.loader_speed(m.make_step('fp32'), FakeLoader(m, [], load=0.), updates=2, batch_size=4, timer=m.timer)
+    with pytest.raises(ValueError, match='at least one timed update'):
+        speed.loader_speed(m.make_step('fp32'), loader, updates=0, batch_size=4, timer=m.timer)
 
 
+@needs_train_py
 @pytest.mark.filterwarnings('ignore:This DataLoader will create 4 worker processes')  # built, never iterated
 def test_the_training_loader_is_train_pys_for_the_config(tmp_path):
     """train.py's own parser fills what the config leaves out (its 4 workers); the config's augmentation is the
     loader's; what the measurement does not build is an error."""
     import timm
+    from timm.data.loader import PrefetchLoader
     data = _image_folder(tmp_path / 'data', {'train': 3})
     model = timm.create_model('odevit_tiny_cifar', steps=1, num_classes=2)
-    cfg = {'model': 'odevit_tiny_cifar', 'batch_size': 2, 'scale': [0.5, 1.0], 'hflip': 0.0}
+    cfg = {'model': 'odevit_tiny_cifar', 'batch_size': 2, 'scale': [0.5, 1.0], 'hflip': 0.0, 'reprob': 0.25,
+           'mixup': 0.0}  # mixup off, as train.py's default
     loader, args = speed.train_loader(cfg, str(data), model)
-    assert (args.batch_size, args.workers, len(loader)) == (2, 4, 3)  # 6 images, batches of 2 (drop_last)
-    crop = next(t for t in loader.dataset.transform.transforms if type(t).__name__ == 'RandomResizedCropAndInterpolation')
-    assert crop.scale == (0.5, 1.0)
-    assert not any('Flip' in type(t).__name__ for t in loader.dataset.transform.transforms)
-    for extra in ({'mixup': 0.8}, {'cutmix': 1.0}, {'aug_splits': 3}):
-        with pytest.raises(ValueError, match='size the cycle with --epochs'):
+    assert isinstance(loader, PrefetchLoader) and loader.random_erasing is not None  # train.py's prefetcher erases
+    assert (args.batch_size, loader.loader.num_workers, len(loader)) == (2, 4, 3)  # 6 images in batches of 2
+    transforms = loader.dataset.transform.transforms
+    crop = next(t for t in transforms if type(t).__name__ == 'RandomResizedCropAndInterpolation')
+    assert crop.scale == (0.5, 1.0) and len(crop.interpolation) == 2  # train.py's train_interpolation 'random'
+    assert not any('Flip' in type(t).__name__ for t in transforms)
+    plain, _ = speed.train_loader(dict(cfg, no_prefetcher=True, workers=0), str(data), model)
+    assert not isinstance(plain, PrefetchLoader) and plain.num_workers == 0
+    for extra in ({'mixup': 0.8}, {'mixup': 1.0}, {'cutmix': 1.0}, {'cutmix_minmax': [0.2, 0.8]}, {'aug_splits': 3},
+                  {'naflex_loader': True}, {'model_dtype': 'bfloat16'}, {'train_batches_per_epoch': 10}):
+        with pytest.raises(ValueError, match=f"sets {next(iter(extra))}, .* size the cycle with train.py's --epochs"):
             speed.train_loader(dict(cfg, **extra), str(data), model)
 
 
