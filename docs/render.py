@@ -746,9 +746,15 @@ def _release_train_depth(ctx: Context, tag: str) -> str:
     """'lo–hi': the Euler steps per update the release's last cycle drew (``train_depth`` of its command's model
     kwargs, :func:`command_model_kwargs`), or its fixed steps."""
     last = next(r for r in releases(ctx) if r['tag'] == tag)['cycles']['cycles'][-1]
-    kwargs = command_model_kwargs(last['command'])
+    return _steps_drawn(last['command'], f"{tag}'s last cycle")
+
+
+def _steps_drawn(command: str, what: str) -> str:
+    """'lo–hi': the Euler steps per update a train.py command draws (``train_depth`` of its model kwargs), or its
+    fixed steps."""
+    kwargs = command_model_kwargs(command)
     if 'train_depth' not in kwargs and 'steps' not in kwargs:
-        raise ValueError(f"{tag}'s last cycle names neither steps nor train_depth in its model kwargs: {kwargs}")
+        raise ValueError(f"{what} names neither steps nor train_depth in its model kwargs: {kwargs}")
     return '–'.join(map(str, kwargs['train_depth'])) if kwargs.get('train_depth') else str(kwargs['steps'])
 
 
@@ -974,8 +980,10 @@ def table_release_depths(ctx: Context) -> str:
                     has_held_out_row = True
                     measured.append((f'held-out, cycle {c["cycle"]} before the cycle refused {when}',
                                      crit['val_top1_at_depth_before'], crit['images']))
-                measured.append((f'held-out, a cycle after {c["cycle"]}, refused ({when}; mean {crit["mean_gain"]:+.2f}, '
-                                 f'needed > {crit["required_mean_gain"]:.2f})', crit['val_top1_at_depth'], crit['images']))
+                drawn = _steps_drawn(d['command'], f'the cycle refused {when}')
+                measured.append((f'held-out, a cycle after {c["cycle"]}, refused ({when}; {d["epochs"]} epochs drawing '
+                                 f'{drawn} steps; mean {crit["mean_gain"]:+.2f}, needed > '
+                                 f'{crit["required_mean_gain"]:.2f})', crit['val_top1_at_depth'], crit['images']))
             for label, depths, images in measured:
                 if depths:
                     means = {int(k): v for k, v in depths.items()}

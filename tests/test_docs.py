@@ -306,7 +306,9 @@ def test_a_refused_cycle_shows_its_held_out_depths_beside_the_cycle_it_started_f
     # sample numbers: those the session note of 2026-12-05 gives for a cycle refused before the log was kept
     depths = {'3': 73.8, '4': 77.16, '6': 78.64, '8': 78.42, '12': 77.6, '16': 77.32, '24': 76.66}
     refusal = {'release': tag, 'from_cycle': last, 'started_from_sha256': record['weights_sha256'], 'released': False,
-               'recorded': {'commit': 'abc', 'date': '2026-12-05T10:55:14+00:00'},
+               'recorded': {'commit': 'abc', 'date': '2026-12-05T10:55:14+00:00'}, 'epochs': 16,
+               'command': 'python -m timm_odevit.train --config train_configs/release_odevit_tiny_cifar10_cycle_logit_kd.yaml'
+                          " --model-kwargs steps=6 'train_depth=[3,6]' --epochs 16",
                'criterion': {'val_top1_at_depth': depths, 'images': 5000, 'mean_gain': 0.8657,
                              'required_mean_gain': 1.4158}}
     log = tmp_path / f'{tag}.refused.json'
@@ -315,7 +317,8 @@ def test_a_refused_cycle_shows_its_held_out_depths_beside_the_cycle_it_started_f
     row = [r for r in lines if 'refused' in r]
     # one row: the anytime refusal (a plain one has no depths); cycle 5 has its own held-out row, so no 'before' row
     assert len(lines) == len(before.splitlines()) + 1 and len(row) == 1
-    assert f'held-out, a cycle after {last}, refused (2026-12-05; mean +0.87, needed > 1.42) | 5,000 |' in row[0]
+    assert (f'held-out, a cycle after {last}, refused (2026-12-05; 16 epochs drawing 3–6 steps; mean +0.87, needed > '
+            '1.42) | 5,000 |') in row[0]
     assert '| 73.8 | 77.2 | 78.6 | 78.4 | 77.6 | 77.3 | 76.7 | 2.0 | -4.8 |' in row[0]  # + spread 4-24, 3 steps - best
     for other in ({'from_cycle': last - 1}, {'started_from_sha256': '0' * 64}, {'release': 'bvit_tiny_cifar.c10'},
                   {'from_cycle': None, 'started_from_sha256': None}):

@@ -374,16 +374,17 @@ def test_an_anytime_refusal_renders_in_the_docs_depth_table(release, run_of, dat
     render = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(render)
     monkeypatch.setattr(cycle, 'held_out_at_depths', _measured({'1': 38.0, '2': 42.0}, {'1': 45.0, '2': 47.0}))
-    out = cycle.main(['release', str(run_of(rows=((0, 39.8), (1, 40.0)))), str(release), '--command', COMMAND,
+    command = COMMAND + " --model-kwargs steps=2 'train_depth=[1,2]'"  # the steps drawn name the refused row
+    out = cycle.main(['release', str(run_of(rows=((0, 39.8), (1, 40.0)))), str(release), '--command', command,
                       '--select-grids', '1', '2', '--refused-log', str(release.parent / 'kept.json')])
     assert out is None and not cycle.refused_log(release).exists()  # --refused-log: that file, not the default
     (release.parent / 'kept.json').rename(cycle.refused_log(release))
-    cycle.main(['release', str(run_of('two', rows=((0, 39.8), (1, 40.0)))), str(release), '--command', COMMAND,
+    cycle.main(['release', str(run_of('two', rows=((0, 39.8), (1, 40.0)))), str(release), '--command', command,
                 '--select-grids', '1', '2'])  # a second refusal from the same cycle, in the default log
     table = render.table_release_depths(render.Context(release=release.parent))
     # cycle 0 has no held-out depths of its own: the release's, measured for the refusals, come first, once
     assert table.count('| held-out, cycle 0 before the cycle refused ') == 1 and '| 38.0 | 42.0 |' in table
-    assert table.count('; mean +6.00, needed > 12.90) | 20 | 45.0 | 47.0 |') == 2
+    assert table.count('; 2 epochs drawing 1–2 steps; mean +6.00, needed > 12.90) | 20 | 45.0 | 47.0 |') == 2
 
 
 @pytest.mark.parametrize('change, match', [
