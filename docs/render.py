@@ -981,8 +981,9 @@ def table_release_depths(ctx: Context) -> str:
                     measured.append((f'held-out, cycle {c["cycle"]} before the cycle refused {when}',
                                      crit['val_top1_at_depth_before'], crit['images']))
                 drawn = _steps_drawn(d['command'], f'the cycle refused {when}')
-                measured.append((f'held-out, a cycle after {c["cycle"]}, refused ({when}; {d["epochs"]} epochs drawing '
-                                 f'{drawn} steps; mean {crit["mean_gain"]:+.2f}, needed > '
+                epochs = f'{d["epochs"]} epoch' + ('s' if d['epochs'] != 1 else '')
+                measured.append((f'held-out, a cycle after {c["cycle"]}, refused ({when}; {epochs} at {drawn} steps; '
+                                 f'mean {crit["mean_gain"]:+.2f}, needed > '
                                  f'{crit["required_mean_gain"]:.2f})', crit['val_top1_at_depth'], crit['images']))
             for label, depths, images in measured:
                 if depths:

@@ -317,7 +317,7 @@ def test_a_refused_cycle_shows_its_held_out_depths_beside_the_cycle_it_started_f
     row = [r for r in lines if 'refused' in r]
     # one row: the anytime refusal (a plain one has no depths); cycle 5 has its own held-out row, so no 'before' row
     assert len(lines) == len(before.splitlines()) + 1 and len(row) == 1
-    assert (f'held-out, a cycle after {last}, refused (2026-12-05; 16 epochs drawing 3–6 steps; mean +0.87, needed > '
+    assert (f'held-out, a cycle after {last}, refused (2026-12-05; 16 epochs at 3–6 steps; mean +0.87, needed > '
             '1.42) | 5,000 |') in row[0]
     assert '| 73.8 | 77.2 | 78.6 | 78.4 | 77.6 | 77.3 | 76.7 | 2.0 | -4.8 |' in row[0]  # + spread 4-24, 3 steps - best
     for other in ({'from_cycle': last - 1}, {'started_from_sha256': '0' * 64}, {'release': 'bvit_tiny_cifar.c10'},

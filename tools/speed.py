@@ -12,10 +12,14 @@ fp32's on the same batches and that beats fp32 by at least 5 % (less is timing n
 setting more than ``max_slowdown`` x slower than fp32 after its first timed update is dropped early.
 ``--hours H`` sizes the cycle to the time left: the chosen setting's training speed, measured again on batches from
 train.py's own training loader for the config (its batch size, augmentation and workers, which share the machine
-with the update; the mean of 24 updates), its evaluation speed and the sizes of the config's train and validation splits give the whole
-epochs that fit in H hours; ``--epochs N``,
-added to the flags, is the largest N whose run fits them as timm's scheduler counts its epochs (a warm-up prefix,
-cycles and cooldown epochs included), so the schedule ends within the time. A teacher the config names
+with the update; the mean of 24 updates, each depth a ``train_depth`` model draws timed alike), its evaluation
+speed and the sizes of the config's train and validation splits give the whole epochs that fit in H hours;
+``--epochs N``, added to the flags, is the largest N whose run fits them as timm's scheduler counts its epochs (a
+warm-up prefix, cycles and cooldown epochs included), so the schedule ends within the time. ``--hours`` needs timm's
+train.py (found as ``python -m timm_odevit.train`` finds it, e.g. ``$TIMM_TRAIN_PY``) and refuses a config setting
+an option whose cost it does not measure (:data:`UNMEASURED`: mixup, cutmix, AugMix splits, NaFlex, model_dtype,
+torchcompile, scheduled sizes, train_batches_per_epoch); loader flags on train.py's command line only (``-b``,
+``-j``) are not seen: name them in the config. A teacher the config names
 (``kd_model_name``, ``kd_distill_type`` logit or trajectory) runs in every timed update, as in train.py; one given on
 train.py's command line only is not measured: name it in the config.
 stdout: the flags for train.py (empty for fp32); stderr: the measurement; ``--out``: it as JSON.
@@ -313,6 +317,7 @@ def model_steps(model_name: str, model_kwargs: dict, lr: float = 5e-4, device: s
             loss.backward()
             optimizer.step()
             return loss.item()  # synchronises a GPU: the timer sees the whole update
+        step.model = model  # for :func:`update_seconds`: the depth it trains at
         return step
     return make_step, initial
 
@@ -388,7 +393,7 @@ def fit_epochs(cfg: dict, data_dir: str, model, batches: Sequence, choice: str, 
     train_split, val_split = cfg.get('train_split', 'train'), cfg.get('val_split', 'validation')
     eval_img_s = eval_speed(model, batches, choice, device)
     loader, args = train_loader(cfg, data_dir, model, device)
-    seconds = loader_speed(step, loader, updates, args.batch_size)
+    seconds = update_seconds(step, loader, updates, args.batch_size)
     sizes = {'train_images': len(loader) * args.batch_size, 'eval_images': split_size(data_dir, val_split)}
     del loader  # its persistent workers stop here
     train_img_s = args.batch_size / seconds
@@ -429,10 +434,29 @@ def loader_speed(step: Callable, loader, updates: int, batch_size: int, warmup: 
     return statistics.fmean(times[warmup:])
 
 
+def update_seconds(step: Callable, loader, updates: int, batch_size: int, **kw) -> float:
+    """:func:`loader_speed` of an epoch's average update. For a model that draws its depth per update uniformly from
+    ``train_depth`` (lo, hi) (``step.model``), each depth is timed alike at that fixed depth and the times averaged:
+    the expected update, not the mean of a few seeded draws (the same draws every run, a fixed bias)."""
+    model = getattr(step, 'model', None)
+    depths = getattr(model, 'train_depth', None)
+    if not depths:
+        return loader_speed(step, loader, updates, batch_size, **kw)
+    each = math.ceil(updates / (depths[1] - depths[0] + 1))
+    try:
+        times = []
+        for depth in range(depths[0], depths[1] + 1):
+            model.set_train_depth((depth, depth))
+            times.append(loader_speed(step, loader, each, batch_size, **kw))
+    finally:
+        model.set_train_depth(depths)
+    return statistics.fmean(times)
+
+
 def train_loader(cfg: dict, data_dir: str, model, device: str = 'cpu'):
     """(loader, args): the training loader timm's train.py builds for a config, and train.py's args for it (its
     parser's defaults for the keys the config leaves out): dataset, batch size, augmentation, workers, prefetcher; a
-    ValueError for mixup, cutmix, AugMix splits and the NaFlex loader, which this measurement does not build."""
+    ValueError for a config that sets an option of :data:`UNMEASURED` away from train.py's default."""
     import torch
     from timm.data import create_dataset, create_loader, resolve_data_config
     from timm_odevit.train import load_script, locate_script
@@ -440,7 +464,7 @@ def train_loader(cfg: dict, data_dir: str, model, device: str = 'cpu'):
     defaults = {k: parser.get_default(k) for k in UNMEASURED}
     parser.set_defaults(**cfg)
     args = parser.parse_args(['--data-dir', data_dir])
-    unmeasured = [k for k in UNMEASURED if getattr(args, k) != defaults[k]]
+    unmeasured = [k for k in UNMEASURED if getattr(args, k, defaults[k]) != defaults[k]]
     if unmeasured:
         raise ValueError(f"{cfg.get('model')}'s config sets {', '.join(unmeasured)}, whose effect on an epoch's time "
                          "--hours does not measure: size the cycle with train.py's --epochs instead")

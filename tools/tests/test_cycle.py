@@ -384,7 +384,7 @@ def test_an_anytime_refusal_renders_in_the_docs_depth_table(release, run_of, dat
     table = render.table_release_depths(render.Context(release=release.parent))
     # cycle 0 has no held-out depths of its own: the release's, measured for the refusals, come first, once
     assert table.count('| held-out, cycle 0 before the cycle refused ') == 1 and '| 38.0 | 42.0 |' in table
-    assert table.count('; 2 epochs drawing 1–2 steps; mean +6.00, needed > 12.90) | 20 | 45.0 | 47.0 |') == 2
+    assert table.count('; 2 epochs at 1–2 steps; mean +6.00, needed > 12.90) | 20 | 45.0 | 47.0 |') == 2
 
 
 @pytest.mark.parametrize('change, match', [

@@ -195,6 +195,8 @@ def test_the_measured_model_starts_from_the_initial_checkpoint(tmp_path):
     save_file(source.state_dict(), str(tmp_path / 'w.safetensors'))
     _, model = speed.model_steps('odevit_tiny_cifar', {'steps': 1}, initial_checkpoint=str(tmp_path / 'w.safetensors'))
     torch.testing.assert_close(model.state_dict()['head.weight'], source.state_dict()['head.weight'])
+    make_step, _ = speed.model_steps('odevit_tiny_cifar', {'steps': 2, 'train_depth': [1, 2]})
+    assert tuple(make_step('fp32').model.train_depth) == (1, 2)  # what update_seconds sets depth by depth
     _, fresh = speed.model_steps('odevit_tiny_cifar', {'steps': 1})
     assert not torch.equal(fresh.state_dict()['head.weight'], source.state_dict()['head.weight'])
 
@@ -248,29 +250,38 @@ def test_hours_add_the_epochs_that_fit_to_the_flags(tmp_path, capsys):
     config = tmp_path / 'c.yaml'
     config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\nnum_classes: 2\nlr: 1.0e-4\n'
                       'train_split: train\nval_split: val\nmodel_ema: true\nwarmup_epochs: 0.2\ncooldown_epochs: 2\n'
-                      'batch_size: 3\nworkers: 1\n')
+                      'batch_size: 5\nworkers: 1\n')
     speed.main(['--config', str(config), '--data-dir', str(data), '--batch-size', '2', '--updates', '2',
                 '--settings', 'fp32', '--hours', '0.5', '--out', str(tmp_path / 'speed.json')])
     out, err = capsys.readouterr()
     fit = json.loads((tmp_path / 'speed.json').read_text())['epochs']
-    assert fit['train_images'] == 12 and fit['eval_images'] == 4 and fit['evals'] == 2
-    # the training speed is train.py's: the config's batch of 3 (not --batch-size 2) from its loader with 1 worker
-    assert fit['train_batch_size'] == 3 and fit['train_workers'] == 1
-    assert fit['train_img_s'] == pytest.approx(3 / fit['update_seconds'])
-    expected = speed.epochs_that_fit(0.5, 12, fit['train_img_s'], 4, fit['eval_img_s'], 2)
+    assert fit['train_images'] == 10 and fit['eval_images'] == 4 and fit['evals'] == 2  # 12 images: 2 whole batches
+    # the training speed is train.py's: the config's batch of 5 (not --batch-size 2) from its loader with 1 worker
+    assert fit['train_batch_size'] == 5 and fit['train_workers'] == 1
+    assert fit['train_img_s'] == pytest.approx(5 / fit['update_seconds'])
+    expected = speed.epochs_that_fit(0.5, 10, fit['train_img_s'], 4, fit['eval_img_s'], 2)
     assert fit['epochs_run'] == fit['epochs'] + 2 == expected['epochs']  # the cooldown epochs run too
     assert out.split() == ['--epochs', str(fit['epochs'])] and 'epochs fit in 0.5 h' in err
 
 
-@needs_train_py
-def test_hours_need_the_data_and_a_warm_up_shorter_than_the_cycle(tmp_path):
+def _warm_config(tmp_path):
     config = tmp_path / 'c.yaml'
     config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\nnum_classes: 2\nwarmup_epochs: 1.0e+9\n'
                       'train_split: train\nval_split: val\nbatch_size: 2\nworkers: 0\n')
+    return config
+
+
+def test_hours_need_the_data(tmp_path):
+    config = _warm_config(tmp_path)
     with pytest.raises(SystemExit, match='give --data-dir'):
         speed.main(['--config', str(config), '--hours', '1'])
     with pytest.raises(SystemExit, match='--hours must be positive'):
         speed.main(['--config', str(config), '--data-dir', str(tmp_path), '--hours', '-1'])
+
+
+@needs_train_py
+def test_hours_need_a_warm_up_shorter_than_the_cycle(tmp_path):
+    config = _warm_config(tmp_path)
     data = _image_folder(tmp_path / 'data', {'train': 4, 'val': 1})
     with pytest.raises(SystemExit, match='warmup_epochs 1e.09 .* is not shorter than the'):
         speed.main(['--config', str(config), '--data-dir', str(data), '--batch-size', '2', '--updates', '2',
@@ -283,7 +294,8 @@ def test_hours_need_the_data_and_a_warm_up_shorter_than_the_cycle(tmp_path):
 
 
 class FakeLoader:
-    """A loader on a fake clock: fetching a batch costs ``load`` seconds (the first ``slow`` of them more)."""
+    """A loader on a fake clock: fetching a batch costs ``load`` seconds (the first one of its first pass
+    ``first`` more)."""
 
     def __init__(self, machine, batches, load, first=0.):
         self.machine, self.batches, self.load, self.first, self.started = machine, batches, load, first, 0
@@ -326,6 +338,33 @@ def test_the_training_speed_counts_the_wait_for_the_loaders_batches():
         speed.loader_speed(m.make_step('fp32'), FakeLoader(m, [], load=0.), updates=2, batch_size=4, timer=m.timer)
     with pytest.raises(ValueError, match='at least one timed update'):
         speed.loader_speed(m.make_step('fp32'), loader, updates=0, batch_size=4, timer=m.timer)
+
+
+@needs_train_py
+@pytest.mark.filterwarnings('ignore:This DataLoader will create 4 worker processes')  # built, never iterated
+def test_the_epochs_update_is_the_mean_over_the_depths_a_model_draws():
+    """A train_depth model: each depth of its range timed alike at that depth, then averaged (the expected update
+    of uniform draws); the model's range is restored; without train_depth, the plain mean."""
+    m = FakeMachine({}, {})
+
+    class Model:
+        train_depth, set_to = (3, 7), []
+
+        def set_train_depth(self, depths):
+            self.set_to.append(tuple(depths))
+            self.train_depth = tuple(depths)
+
+    model = Model()
+
+    def step(batch):
+        m.now += (model.train_depth or (7,))[0]  # an update costs its depth (7 without train_depth)
+        return 1.0
+    step.model = model
+    loader = FakeLoader(m, [0, 1], load=0.)
+    assert speed.update_seconds(step, loader, 24, 2, timer=m.timer) == pytest.approx(5.0)  # (3+4+5+6+7) / 5
+    assert model.set_to == [(3, 3), (4, 4), (5, 5), (6, 6), (7, 7), (3, 7)] and model.train_depth == (3, 7)
+    model.train_depth = None
+    assert speed.update_seconds(step, loader, 4, 2, timer=m.timer) == pytest.approx(7.0)  # as left: plain mean
 
 
 @needs_train_py
