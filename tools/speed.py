@@ -42,7 +42,7 @@ SETTINGS: Dict[str, Tuple[str, ...]] = {
 }
 REFERENCE = 'fp32'
 TOLERANCE, MIN_SPEEDUP, MIN_WINS = 0.01, 0.05, 2 / 3  # the rule of :func:`choose` (its defaults, the CLI's)
-SIZING_UPDATES = 24  # timed updates of --hours's training speed: enough to average over train_depth's draws
+SIZING_UPDATES = 24  # timed updates of --hours's training speed (shared out over a train_depth model's depths)
 UNMEASURED = ('mixup', 'cutmix', 'cutmix_minmax', 'aug_splits', 'naflex_loader', 'model_dtype', 'train_img_sizes',
               'train_batch_sizes', 'train_batches_per_epoch', 'torchcompile')  # train.py options --hours refuses
 

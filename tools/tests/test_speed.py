@@ -340,8 +340,6 @@ def test_the_training_speed_counts_the_wait_for_the_loaders_batches():
         speed.loader_speed(m.make_step('fp32'), loader, updates=0, batch_size=4, timer=m.timer)
 
 
-@needs_train_py
-@pytest.mark.filterwarnings('ignore:This DataLoader will create 4 worker processes')  # built, never iterated
 def test_the_epochs_update_is_the_mean_over_the_depths_a_model_draws():
     """A train_depth model: each depth of its range timed alike at that depth, then averaged (the expected update
     of uniform draws); the model's range is restored; without train_depth, the plain mean."""
