@@ -285,14 +285,22 @@ def follow_input_size(model: nn.Module, built: Optional[Tuple[int, ...]] = None)
     (its patch embedding's in_chans and img_size). ``built``: change it only if it still says this size."""
     embed = getattr(model, 'patch_embed', None)  # None for features_only wrappers
     img_size = getattr(embed, 'img_size', None)
-    size = (embed.proj.in_channels, *img_size) if img_size else None
     if getattr(model, 'pretrained_cfg', None) is None:  # built by its class, not by timm's factory
         return
+    size = (image_channels(model), *img_size) if img_size else None
     current = tuple(model.pretrained_cfg.get('input_size', ()))
     if size and current != size and (built is None or current == tuple(built)):
         model.pretrained_cfg = model.default_cfg = dict(
             model.pretrained_cfg, input_size=size,
             **{k: per_channel(model.pretrained_cfg[k], size[0]) for k in ('mean', 'std') if k in model.pretrained_cfg})
+
+
+def image_channels(model: nn.Module) -> int:
+    """The image channels a ViT reads: its first conv's (the pretrained cfg's ``first_conv``, e.g. a hybrid ViT's
+    backbone stem), else its patch projection's."""
+    first = (getattr(model, 'pretrained_cfg', None) or {}).get('first_conv')
+    conv = dict(model.named_modules()).get(first) if first else None
+    return getattr(conv, 'in_channels', None) or model.patch_embed.proj.in_channels
 
 
 def per_channel(values: Sequence[float], channels: int) -> Tuple[float, ...]:
@@ -491,7 +499,7 @@ class ContinuousDepthViT(VisionTransformer):
         input_size follows unless it said another size than the model's."""
         check_patch_grid(self.patch_embed.img_size if img_size is None else img_size,
                          self.patch_embed.patch_size if patch_size is None else patch_size)
-        built = (self.patch_embed.proj.in_channels, *self.patch_embed.img_size)
+        built = (image_channels(self), *self.patch_embed.img_size)
         with _pos_embed_prefix(self):
             super().set_input_size(img_size=img_size, patch_size=patch_size)
         follow_input_size(self, built)  # the data config follows, as save_for_hf's reload would resolve it

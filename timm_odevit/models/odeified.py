@@ -21,16 +21,19 @@ blocks) or ``'random'``.
 import copy
 import functools
 import logging
+import pathlib
 from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from torch import nn
-from timm.models import create_model, generate_default_cfgs, register_model
+from timm.models import create_model, generate_default_cfgs, load_model_config_from_hf, register_model
 from timm.models._builder import resolve_pretrained_cfg
 from timm.layers import LayerScale
+from timm.utils import freeze
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
 from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, pop_solver_kwargs, spectral_init_
+from .._checks import read_json
 from ._common import build_continuous_depth_model, cifar_cfg, prune_depth
 
 __all__ = ['odeify']
@@ -98,6 +101,22 @@ def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
     return field
 
 
+def _freeze(model: VisionTransformer, names: Sequence[str]) -> None:
+    """Fix the weights of the named parts of ``model`` (modules through timm's ``freeze``, or parameters)."""
+    if isinstance(names, str):
+        raise TypeError(f'freeze takes a list of names, got the string {names!r}: write freeze=[{names!r}]')
+    modules, params = dict(model.named_modules()), dict(model.named_parameters())
+    unknown = [n for n in names if n not in params and (n not in modules or n in ('', 'blocks'))]
+    if unknown:
+        raise ValueError(f'freeze {unknown}: not a part of the kept shell; choose among patch_embed, cls_token, '
+                         'pos_embed, norm, head (or another module or parameter outside blocks)')
+    for name in names:
+        if name in params:
+            params[name].requires_grad_(False)
+        else:
+            freeze(model, [name])
+
+
 def _odeified_cfg(base_cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The base's pretrained_cfg (input size, normalisation, classifier) for architecture
     'vit_odeified', without the base's weight source (those are not the odeified model's weights)."""
@@ -106,8 +125,13 @@ def _odeified_cfg(base_cfg: Dict[str, Any]) -> Dict[str, Any]:
     return cfg
 
 
-def odeify(model: nn.Module, field: str = 'state_subtracted', init: str = 'mean',
-           solver: Optional[Union[SolverConfig, Dict[str, Any]]] = None) -> VisionTransformer:
+def odeify(
+        model: nn.Module,
+        field: str = 'state_subtracted',
+        init: str = 'mean',
+        solver: Optional[Union[SolverConfig, Dict[str, Any]]] = None,
+        freeze: Sequence[str] = (),
+) -> VisionTransformer:
     """A copy of a timm ``VisionTransformer`` (vit_*, deit_* incl. distilled, register-token ViTs)
     whose L blocks are replaced by one shared field integrated by a :class:`ContinuousDepthStack`.
 
@@ -117,6 +141,10 @@ def odeify(model: nn.Module, field: str = 'state_subtracted', init: str = 'mean'
         init: 'block:k', 'mean' or 'random'.
         solver: SolverConfig or dict of its fields. Default: Euler with L steps over t ∈ [0, L]
             for 'state_subtracted' (h = 1, the discrete stack's depth), t ∈ [0, 1] for 'odevit'.
+        freeze: parts of the kept shell whose weights stay fixed while the field learns, by name: modules
+            (``'patch_embed'``, ``'norm'``, ``'head'``; frozen with timm's ``freeze``, batch norms included) or
+            parameters (``'cls_token'``, ``'pos_embed'``). The paper's student keeps the teacher's patch embedding,
+            [CLS] and classifier fixed.
 
     Returns:
         The converted copy, a ``vit_odeified`` model: pretrained_cfg architecture 'vit_odeified',
@@ -145,17 +173,29 @@ def odeify(model: nn.Module, field: str = 'state_subtracted', init: str = 'mean'
             changes['t_end'] = default.t_end  # keep the horizon, refine the grid
         config = default.replace(**changes)
     converted = copy.deepcopy(model, memo={id(blocks): nn.Identity()})  # a copy without the L blocks
+    _freeze(converted, freeze)
     converted.blocks = ContinuousDepthStack(vector_field, config)
     base_cfg = dict(getattr(model, 'pretrained_cfg', None) or {})
     base = base_cfg.get('architecture')
     converted.pretrained_cfg = converted.default_cfg = _odeified_cfg(base_cfg)
     converted._model_args = dict(getattr(model, '_model_args', {}), field=field, init=init,
-                                 **({'base': base} if base else {}))
+                                 **({'base': base} if base else {}), **({'freeze': list(freeze)} if freeze else {}))
     converted.blocks.attach(converted)
     converted.blocks.solver = config  # records the solver settings in the model args
     # this instance's: its class's (the user's timm class, untouched), the stack cut in place (picklable)
     converted.prune_intermediate_layers = functools.partial(prune_depth, converted, type(converted))
     return converted
+
+
+def _base_cfg(base: str) -> Dict[str, Any]:
+    """The pretrained cfg of a base model: a registered name's, or the one saved beside ``local-dir:`` /
+    ``hf-hub:`` weights (their ``config.json``), as timm's create_model reads it."""
+    source, _, where = base.partition(':')
+    if source == 'local-dir':
+        return dict(read_json(pathlib.Path(where) / 'config.json').get('pretrained_cfg') or {})
+    if source == 'hf-hub':
+        return dict(load_model_config_from_hf(where)[0])
+    return resolve_pretrained_cfg(base).to_dict()
 
 
 default_cfgs = generate_default_cfgs({  # input size / normalisation come from the base's pretrained_cfg at creation
@@ -166,20 +206,34 @@ default_cfgs = generate_default_cfgs({  # input size / normalisation come from t
 
 def _build_odeified(base: str, field: str, init: str, solver: Dict[str, Any], base_pretrained: bool,
                     train_depth: Optional[Sequence[int]] = None, base_cache_dir: Optional[str] = None,
-                    **kwargs) -> VisionTransformer:
+                    freeze: Sequence[str] = (), **kwargs) -> VisionTransformer:
     vit = create_model(base, pretrained=base_pretrained, cache_dir=base_cache_dir, **kwargs)
-    model = odeify(vit, field=field, init=init, solver=solver)
+    model = odeify(vit, field=field, init=init, solver=solver, freeze=freeze)
     if train_depth is not None:
         model.blocks.set_train_depth(train_depth)
     return model
 
 
 @register_model
-def vit_odeified(pretrained: bool = False, base: str = 'vit_tiny_patch16_224', field: str = 'state_subtracted',
-                 init: str = 'mean', train_depth: Optional[Sequence[int]] = None, **kwargs) -> VisionTransformer:
-    """timm ViT ``base`` (other kwargs go to it) converted by odeify(field, init) with the solver settings among the
-    kwargs (:data:`SOLVER_KWARGS`; default Euler over the base's depth); ``train_depth``: anytime training
-    (``blocks.set_train_depth``).
+def vit_odeified(
+        pretrained: bool = False,
+        base: str = 'vit_tiny_patch16_224',
+        field: str = 'state_subtracted',
+        init: str = 'mean',
+        train_depth: Optional[Sequence[int]] = None,
+        freeze: Sequence[str] = (),
+        **kwargs,
+) -> VisionTransformer:
+    """timm ViT ``base`` (a registered name, ``local-dir:`` or ``hf-hub:``; other kwargs go to it) converted by
+    odeify(field, init, freeze) with the solver settings among the kwargs (:data:`SOLVER_KWARGS`; default Euler over
+    the base's depth); ``train_depth``: anytime training (``blocks.set_train_depth``).
+
+    The paper's plug & play student, in a trained ViT's shell (its patch embedding, [CLS], position embedding, final
+    norm and classifier, fixed) with a new ODE-ViT field at its width::
+
+        timm.create_model('vit_odeified', base='local-dir:release/teacher_convstem_cifar10_cycle6', pretrained=True,
+                          field='odevit', init='random', steps=6,
+                          freeze=['patch_embed', 'cls_token', 'pos_embed', 'norm', 'head'])
 
     ``pretrained=True`` loads the odeified model's own weights when its pretrained_cfg has a source
     (``local-dir:``, ``hf-hub:``, a ``pretrained_cfg_overlay`` file/url); without one, the BASE's
@@ -189,7 +243,7 @@ def vit_odeified(pretrained: bool = False, base: str = 'vit_tiny_patch16_224', f
     if cfg:  # a saved vit_odeified (local-dir:, hf-hub:) or an explicit cfg
         cfg = resolve_pretrained_cfg('vit_odeified', pretrained_cfg=cfg, pretrained_cfg_overlay=overlay).to_dict()
     else:  # the base's input size and normalisation, under this architecture's name
-        cfg = _odeified_cfg(resolve_pretrained_cfg(base).to_dict())
+        cfg = _odeified_cfg(_base_cfg(base))
         cfg.update(overlay or {})
     own_weights = pretrained and any(cfg.get(k) for k in ('url', 'file', 'state_dict', 'hf_hub_id'))
     if pretrained and not own_weights:
@@ -199,5 +253,5 @@ def vit_odeified(pretrained: bool = False, base: str = 'vit_tiny_patch16_224', f
         _build_odeified, 'vit_odeified', own_weights,
         pretrained_cfg=cfg, pretrained_cfg_overlay=overlay,  # (in cfg already; says what the caller set)
         base=base, field=field, init=init, solver=solver_args, base_pretrained=pretrained and not own_weights,
-        train_depth=train_depth, base_cache_dir=kwargs.get('cache_dir'), **kwargs,
+        train_depth=train_depth, freeze=freeze, base_cache_dir=kwargs.get('cache_dir'), **kwargs,
     )

@@ -38,7 +38,7 @@ from timm.task.distillation import DistillationTeacher
 from timm.utils import AttentionExtract, unwrap_model
 
 from ..layers import depth_stack, explicit_attention
-from ..models._common import embed_tokens
+from ..models._common import embed_tokens, image_channels
 from .._checks import check_int, check_number
 from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss, resample_square
 from .time_mapping import align_time_points, check_mapping, teacher_step_distances
@@ -88,8 +88,8 @@ def _check_teacher_kind(teacher: nn.Module) -> int:
 def _channels(name: str, value, student: nn.Module) -> Tuple[float, ...]:
     """The loader's per-channel ``mean`` / ``std`` (one value repeated as timm's resolve_data_config does),
     else the student's pretrained cfg's."""
-    in_chans = getattr(getattr(student, 'patch_embed', None), 'proj', None)
-    in_chans = in_chans.in_channels if in_chans is not None else len(student.pretrained_cfg[name])
+    embed = getattr(student, 'patch_embed', None)
+    in_chans = image_channels(student) if embed is not None else len(student.pretrained_cfg[name])
     if value is None:
         return tuple(student.pretrained_cfg[name])
     value = (value,) if isinstance(value, (int, float)) else tuple(value)
