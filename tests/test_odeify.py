@@ -133,3 +133,71 @@ def test_odevit_field_refuses_blocks_of_another_layout():
     with pytest.raises(ValueError, match="field='odevit' rebuilds .* ParallelThingsBlock lacks .* field='state_subtracted'"):
         odeify(vit, field='odevit')
     assert odeify(vit, field='state_subtracted')(torch.randn(1, 3, 32, 32)).shape == (1, 10)
+
+
+SHELL = ['patch_embed', 'cls_token', 'pos_embed', 'norm', 'head']
+
+
+@pytest.fixture(scope='module')
+def hybrid_teacher(tmp_path_factory):
+    """A small trained-ViT stand-in saved as the releases are (config.json + model.safetensors): timm's hybrid ViT
+    (a ResNet stem before 1x1 patches) with its own normalisation."""
+    from timm.models import save_for_hf
+    torch.manual_seed(0)
+    vit = timm.create_model('vit_tiny_r_s16_p8_224', img_size=32, patch_size=1, depth=3, num_classes=10,
+                            pretrained_cfg_overlay=dict(mean=(0.4, 0.5, 0.6), std=(0.2, 0.25, 0.3)))
+    folder = tmp_path_factory.mktemp('teacher')
+    save_for_hf(vit, folder)
+    return vit.eval(), folder
+
+
+def test_plug_and_play_student_in_a_trained_shell(hybrid_teacher):
+    """The paper's student in one call: the trained ViT's shell (loaded from local-dir:), a random ODE-ViT field
+    at its width on its depth's grid, the shell frozen; only the field learns."""
+    teacher, folder = hybrid_teacher
+    student = timm.create_model('vit_odeified', base=f'local-dir:{folder}', pretrained=True, field='odevit',
+                                init='random', steps=6, freeze=SHELL)
+    for name in ('cls_token', 'pos_embed', 'head.weight', 'norm.weight', 'patch_embed.backbone.conv.weight'):
+        assert torch.equal(student.get_parameter(name), teacher.get_parameter(name)), name
+    cfg = student.pretrained_cfg  # the teacher's data settings, its image channels (not its stem's 64)
+    assert tuple(cfg['input_size']) == (3, 32, 32) and tuple(cfg['mean']) == (0.4, 0.5, 0.6)
+    assert tuple(cfg['std']) == (0.2, 0.25, 0.3)
+    assert student.blocks.solver.steps == 6 and student.blocks.field.depth_scale == 3.
+    trainable = {n for n, p in student.named_parameters() if p.requires_grad}
+    assert trainable == {f'blocks.0.field.{n}' for n, _ in student.blocks.field.named_parameters()}
+    student.train()
+    student(torch.randn(2, 3, 32, 32)).sum().backward()
+    assert all(p.grad is None for n, p in student.named_parameters() if n not in trainable)
+    assert all(student.get_parameter(n).grad is not None for n in trainable)
+    assert student._model_args['freeze'] == SHELL
+
+
+def test_plug_and_play_student_round_trip(hybrid_teacher, tmp_path):
+    """A trained student saved as timm saves it reloads with its weights and its frozen shell."""
+    from timm.models import save_for_hf
+    _, folder = hybrid_teacher
+    student = timm.create_model('vit_odeified', base=f'local-dir:{folder}', pretrained=True, field='odevit',
+                                init='random', steps=6, freeze=SHELL).eval()
+    save_for_hf(student, tmp_path)
+    again = timm.create_model(f'local-dir:{tmp_path}', pretrained=True).eval()
+    x = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(again(x), student(x))
+    assert not again.head.weight.requires_grad and again.blocks.field.attn.qkv.weight.requires_grad
+
+
+def test_hybrid_vit_reads_three_channel_images():
+    """A hybrid ViT's patch projection reads its stem's 64 channels; the data config is the image's 3."""
+    model = timm.create_model('vit_odeified', base='vit_tiny_r_s16_p8_224', img_size=32, patch_size=1, depth=2,
+                              num_classes=10)
+    assert tuple(model.pretrained_cfg['input_size']) == (3, 32, 32) and len(model.pretrained_cfg['mean']) == 3
+
+
+def test_freeze_refuses_what_is_not_in_the_shell():
+    vit = _vit('vit_tiny_patch16_224')
+    with pytest.raises(ValueError, match=r"freeze \['blocks', 'heads'\]: not a part of the kept shell"):
+        odeify(vit, freeze=['blocks', 'heads'])
+    with pytest.raises(TypeError, match=r"freeze takes a list of names, got the string 'head': write e.g."):
+        odeify(vit, freeze='head')
+    frozen = odeify(vit, freeze=['head', 'pos_embed'])
+    assert not frozen.head.weight.requires_grad and not frozen.pos_embed.requires_grad
+    assert vit.head.weight.requires_grad and vit.pos_embed.requires_grad  # the original is untouched

@@ -1,5 +1,6 @@
 """The train.py entry point: locating timm's script, configs, and end-to-end runs of the REAL
 train.py (found at $TIMM_TRAIN_PY, in the cache, or in ../shared/timm beside the checkout)."""
+import argparse
 import glob
 import io
 import json
@@ -152,6 +153,15 @@ def test_train_configs_name_a_claim_and_build(path):
     assert model.num_classes == cfg['num_classes']
 
 
+def test_plug_and_play_configs_share_one_recipe():
+    """The plug & play study's shell and free configs differ in the model only (bench/plug_and_play.py)."""
+    shell, free = (yaml.safe_load((ROOT / 'train_configs' / f'plug_and_play{name}_cifar10.yaml').read_text())
+                   for name in ('', '_free'))
+    model_keys = ('model', 'pretrained', 'model_kwargs')
+    assert shell['model'] == 'vit_odeified' and free['model'] == 'odevit_tiny_cifar'
+    assert {k: v for k, v in shell.items() if k not in model_keys} == {k: v for k, v in free.items() if k not in model_keys}
+
+
 # ---- end-to-end with timm's real train.py ---------------------------------------------------------
 needs_train_py = pytest.mark.skipif(
     not TRAIN_PY, reason="timm's train.py not found (../shared/timm beside the checkout, or set TIMM_TRAIN_PY)")
@@ -220,6 +230,24 @@ def test_e2e_vit_odeified(small_imagefolder, tmp_path):
     state = torch.load(tmp_path / 'e2e' / 'last.pth.tar', map_location='cpu', weights_only=False)
     assert any(k.startswith('blocks.0.field.') for k in state['state_dict'])
     assert state['args'].model_kwargs['base'] == 'vit_tiny_patch16_224'
+
+
+@needs_train_py
+def test_e2e_plug_and_play_config_from_the_released_teacher(small_imagefolder, tmp_path):
+    """The guide's plug & play command: the shell config, the released teacher, the paper's loss; the shell
+    stays the teacher's (frozen), the field learns."""
+    teacher = 'release/teacher_convstem_cifar10_cycle6'
+    log = _train(['--config', str(ROOT / 'train_configs' / 'plug_and_play_cifar10.yaml'),
+                  '--model-kwargs', f'base=local-dir:{ROOT / teacher}', 'field=odevit', 'init=random', 'steps=6',
+                  "freeze=['patch_embed','cls_token','pos_embed','norm','head']", '--data-dir', str(small_imagefolder),
+                  '--train-split', 'train', '--val-split', 'test', '--kd-model-name', f'local-dir:{ROOT / teacher}',
+                  '--kd-distill-type', 'trajectory', '--kd-attn-mass-weight', '0.25', '--kd-jasmin-weight', '1.0'],
+                 tmp_path)
+    assert '6 teacher blocks -> 6 student time points (uniform), tokens=cls, projection=False' in log
+    state = torch.load(tmp_path / 'e2e' / 'last.pth.tar', map_location='cpu', weights_only=False)['state_dict']
+    shell = timm.create_model(f'local-dir:{ROOT / teacher}', pretrained=True).state_dict()
+    for key in ('head.weight', 'pos_embed', 'cls_token', 'norm.weight', 'patch_embed.proj.weight'):
+        assert torch.equal(state[key], shell[key]), key
 
 
 # ---- --config keys -----------------------------------------------------------------------------
@@ -478,3 +506,24 @@ def test_a_resumed_run_that_fails_while_dropping_rows_keeps_the_summary(tmp_path
     with pytest.raises(OSError, match='disk full'):
         module.utils.update_summary(1, {'loss': 1.2}, {}, str(path))
     assert path.read_bytes() == b'epoch,train_loss\r\n0,2.0\r\n1,1.5\r\n' and [p.name for p in tmp_path.iterdir()] == ['summary.csv']
+
+
+def test_plug_and_play_arms_are_train_py_commands(train_parser):
+    """Each arm of bench/plug_and_play.py parses as train.py parses it, on its config, and runs the loss it names."""
+    import copy
+    sys.path.insert(0, str(ROOT / 'bench'))
+    try:
+        import plug_and_play
+    finally:
+        sys.path.remove(str(ROOT / 'bench'))
+    args = argparse.Namespace(data_dir='data', epochs=3, out='output')
+    for arm, (config, _) in plug_and_play.ARMS.items():
+        command = plug_and_play.train_command(arm, 1, args)
+        parser = copy.deepcopy(train_parser)
+        parser.set_defaults(**yaml.safe_load((ROOT / config).read_text()))
+        parsed = parser.parse_args(command[command.index('--data-dir'):])
+        timm_odevit.train.check_distillation_args(parsed)
+        assert parsed.epochs == 3 and parsed.seed == 1 and parsed.kd_ce_start_epoch == 0
+        kind = {'plug_and_play': 'trajectory', 'free_traj_ce0': 'trajectory', 'shell_logit_kd': 'logit'}.get(arm)
+        assert parsed.kd_distill_type == kind or (kind is None and parsed.kd_model_name is None), arm
+        assert parsed.model == ('vit_odeified' if arm.startswith(('shell', 'plug')) else 'odevit_tiny_cifar'), arm

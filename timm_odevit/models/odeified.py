@@ -104,7 +104,7 @@ def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
 def _freeze(model: VisionTransformer, names: Sequence[str]) -> None:
     """Fix the weights of the named parts of ``model`` (modules through timm's ``freeze``, or parameters)."""
     if isinstance(names, str):
-        raise TypeError(f'freeze takes a list of names, got the string {names!r}: write freeze=[{names!r}]')
+        raise TypeError(f"freeze takes a list of names, got the string {names!r}: write e.g. freeze=['head']")
     modules, params = dict(model.named_modules()), dict(model.named_parameters())
     unknown = [n for n in names if n not in params and (n not in modules or n in ('', 'blocks'))]
     if unknown:
