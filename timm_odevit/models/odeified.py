@@ -29,7 +29,7 @@ from torch import nn
 from timm.models import create_model, generate_default_cfgs, load_model_config_from_hf, register_model
 from timm.models._builder import resolve_pretrained_cfg
 from timm.layers import LayerScale
-from timm.utils import freeze
+from timm.utils import freeze as timm_freeze
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
 from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, pop_solver_kwargs, spectral_init_
@@ -114,7 +114,7 @@ def _freeze(model: VisionTransformer, names: Sequence[str]) -> None:
         if name in params:
             params[name].requires_grad_(False)
         else:
-            freeze(model, [name])
+            timm_freeze(model, [name])
 
 
 def _odeified_cfg(base_cfg: Dict[str, Any]) -> Dict[str, Any]:
