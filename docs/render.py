@@ -1427,6 +1427,26 @@ def _walk_machines(o) -> List[str]:
     return [m for v in o for m in _walk_machines(v)] if isinstance(o, list) else []
 
 
+def _walk_environments(o) -> List[dict]:
+    """Every environment record in a result file."""
+    if isinstance(o, dict):
+        return ([o['environment']] if isinstance(o.get('environment'), dict) else []) + \
+            [e for k, v in o.items() if k != 'environment' for e in _walk_environments(v)]
+    return [e for v in o for e in _walk_environments(v)] if isinstance(o, list) else []
+
+
+def _dirty_without_diff(ctx: Context) -> str:
+    """The result files with a row measured on a dirty checkout whose diff was not kept (before issue 62)."""
+    names = [f.stem for f in sorted(ctx.results.glob('*.json'))
+             if any('+dirty' in str(e.get('commit')) and 'diff_sha256' not in e
+                    for e in _walk_environments(ctx.json(f.stem)))]
+    if not names:
+        return 'no result file on file records a dirty commit without its diff'
+    return (f'{len(names)} of the {len(list(ctx.results.glob("*.json")))} result files on file hold rows measured '
+            f'before then on a dirty checkout, which record "+dirty" alone (no checkout reproduces that code; they '
+            f'are kept as they were measured): ' + ', '.join(f'`{n}`' for n in names))
+
+
 def _recorded_seconds(d: dict) -> float:
     return sum(_walk_seconds(d))
 
@@ -1680,6 +1700,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'distill_choice': _distill_choice,
     'distill_study_cmd': lambda c: DISTILL_STUDY_CMD,
     'where_measured': _where_measured,
+    'dirty_without_diff': _dirty_without_diff,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),
     'authors_odevit': lambda c: _authors(_bibtex('arXiv:2511.16501')),
     'acc_budget': lambda c: c.lookup('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget'),

@@ -325,3 +325,15 @@ def test_a_refused_cycle_shows_its_held_out_depths_beside_the_cycle_it_started_f
         log.write_text(json.dumps([dict(refusal, **other)]))  # a log of another record: an error, not misplaced rows
         with pytest.raises(ValueError, match='record.json does not hold'):
             render.table_release_depths(ctx)
+
+
+def test_the_files_with_a_dirty_commit_and_no_diff_are_named(tmp_path):
+    import json
+    env = {'machine': 'cpu', 'commit': 'abc+dirty'}
+    (tmp_path / 'old.json').write_text(json.dumps({'environment': env, 'rows': [{'environment': env}]}))
+    kept = {**env, 'diff_sha256': '0' * 64, 'diff': 'bench/results/diffs/0.diff'}
+    (tmp_path / 'new.json').write_text(json.dumps({'environment': kept, 'rows': [{'environment': kept}]}))
+    text = render._dirty_without_diff(render.Context(results=tmp_path))
+    assert text.startswith('1 of the 2 result files') and text.endswith(': `old`')
+    (tmp_path / 'old.json').unlink()
+    assert render._dirty_without_diff(render.Context(results=tmp_path)).startswith('no result file')
