@@ -11,8 +11,9 @@ Template syntax (see docs/templates/README.md for how to add a section):
     {{ FILE:PATH }}           a value in bench/results/FILE.json; PATH is dot-separated keys or list
     {{ FILE:PATH|FMT }}       indices (keys may contain '@'); FMT a Python format spec (default: as is)
     {{ =NAME }}               a derived value (a difference, a mean, a verdict): VALUES[NAME](ctx)
-    {{ =NAME|FMT }}           (comparison values: =ID.delta / .floor / .verdict / .a / .b / .summary / .result, ID in
-                              COMPARISONS; .result is "Δ = ..., verdict" or "not yet measured" while an arm has no run)
+    {{ =NAME|FMT }}           (comparison values: =ID.delta / .floor / .margin / .t / .verdict / .a / .b / .summary /
+                              .result, ID in COMPARISONS; .result is "Δ = ... (N, margin, t), verdict" or "not yet
+                              measured" while an arm has no run)
     {{ =runtime.SCRIPT }}     the median time per run recorded in bench/results/SCRIPT.json (train.py's when recorded)
     {# ... #}                 a comment, dropped (may span lines)
 
