@@ -829,11 +829,14 @@ def table_releases(ctx: Context) -> str:
             record += f' ({r["epochs_logged"]} epochs logged)'
         images = r['cycles']['test']['images']  # the top-1 with its 95 % binomial interval
         top1 = f'{r["top1"]:.2f} ± {_half_width(r["top1"], images):.2f}'
-        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{top1} / {r["top5"]:.2f}',
+        first = '; '.join(c.split(' (')[0] for c in r['cycles'].get('first_chosen_on_test') or []) or 'none'
+        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{top1} / {r["top5"]:.2f}', first,
                      _lineage(r, 'epochs', r['epochs']), r['checkpoint'], _lineage(r, 'wall', r['wall']),
                      f'`{r["config"]}`', record])
-    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)', 'epochs', 'checkpoint', 'training wall time (each cycle\'s machine: its record.json)',
-                     'config', 'training record in the folder'], rows)
+    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)',
+                     'chosen first on these test images (re-checked on held-out: its card)', 'epochs', 'checkpoint',
+                     'training wall time (each cycle\'s machine: its record.json)', 'config',
+                     'training record in the folder'], rows)
 
 
 # -- noise floor and verdicts

@@ -378,3 +378,22 @@ def test_the_files_with_a_dirty_commit_and_no_diff_are_named(tmp_path):
     assert text.startswith('1 of the 2 result files') and text.endswith(': `old`')
     (tmp_path / 'old.json').unlink()
     assert render._dirty_without_diff(render.Context(results=tmp_path)).startswith('no result file')
+
+
+def test_choices_first_made_on_test_images_are_said_where_the_numbers_are(ctx):
+    """Issue 62: the release table, each release card (its record's first_chosen_on_test) and the distillation
+    section say which choices were first made on the test images their numbers are measured on."""
+    import json
+    table = render.table_releases(ctx)
+    assert 'chosen first on these test images' in table
+    for tag, words in (('odevit_tiny_cifar.c10', ('`train_depth` [3, 9]', 'lr 1e-3')),
+                       ('bvit_tiny_cifar.c10', ('deep supervision',))):
+        first = json.loads((render.RELEASE / tag / 'record.json').read_text())['first_chosen_on_test']
+        card = (render.RELEASE / tag / 'README.md').read_text()
+        assert all(any(w in c for c in first) for w in words), tag
+        assert all(c in card for c in first) and all(c.split(' (')[0] in table for c in first), tag
+    results = render.render((render.TEMPLATES / 'results.md.in').read_text(), ctx, 'results.md.in')
+    distillation = results[results.index('## Trajectory distillation vs scratch'):]
+    assert 'a stopping rule on the test split' in distillation.split('\n## ')[0]  # in that section
+    readme = render.render((render.TEMPLATES / 'README.md.in').read_text(), ctx, 'README.md.in')
+    assert "its teacher's training stopped on a test-split target" in readme
