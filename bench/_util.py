@@ -68,7 +68,8 @@ def _git_state() -> Dict[str, object]:
             return {'commit': commit, 'diff': None}
         if not os.environ.get('BENCH_DIFF') or not os.path.isfile(os.environ['BENCH_DIFF']):
             raise ValueError(f'BENCH_COMMIT={commit} is dirty: set BENCH_DIFF to the file holding its diff (git diff '
-                             f'--binary HEAD on the checkout it names), got BENCH_DIFF={os.environ.get("BENCH_DIFF")!r}')
+                             '--binary HEAD on the checkout it names), got '
+                             f'BENCH_DIFF={os.environ.get("BENCH_DIFF")!r}')
         return {'commit': commit, 'diff': pathlib.Path(os.environ['BENCH_DIFF']).read_bytes()}
     import subprocess
 

@@ -329,7 +329,7 @@ def fmt_t(t: Optional[float]) -> str:
 
 
 def compare(ctx: Context, budget: str, a: Sequence[float], b: Sequence[float]) -> dict:
-    """Δ = mean(a) − mean(b), its floor N (:func:`floor`), the margin |Δ| − N (a finding when > 0) and Welch's t."""
+    """Δ = mean(a) − mean(b), its floor N (:func:`floor`), the margin |Δ| − N (> 0: a finding) and Welch's t."""
     delta = mean(a) - mean(b)
     n, how = floor(ctx, budget, a, b)
     return {'delta': delta, 'floor': n, 'floor_from': how, 'margin': abs(delta) - n, 't': welch_t(a, b),
@@ -850,8 +850,9 @@ def table_noise_floor(ctx: Context) -> str:
                            for k, v in reps.items()) or '–'
         widest = f'{noise["range"]:.2f} ({noise["recipe"]})' if noise['recipe'] else '–'
         rows.append([b.label, b.images_label(ctx), detail, widest, f'{noise["sampling"]:.2f} at {noise["top1"]:.1f} %'])
-    return md_table(['budget', 'images scored', f'repeated runs of one recipe (top-1 %; ranges of ≥ {MIN_SEEDS} runs)',
-                     'largest range (points)', 'sampling term 2·√(2p(1−p)/n) (points, at p)'], rows)
+    return md_table(['budget', 'images scored',
+                     f'repeated runs of one recipe (top-1 %; ranges of ≥ {MIN_SEEDS} runs)', 'largest range (points)',
+                     'sampling term 2·√(2p(1−p)/n) (points, at p)'], rows)
 
 
 def table_comparisons(ctx: Context, ids: Optional[Sequence[str]] = None) -> str:

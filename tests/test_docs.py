@@ -67,7 +67,8 @@ def test_an_unrelated_noisy_arm_at_the_budget_leaves_a_comparisons_floor_alone(m
 def test_a_comparison_shows_its_margin_and_welch_t():
     import statistics
     ctx = _Crafted([])
-    a, b = [56.0, 56.5, 56.2], [50.0, 50.1, 50.2]
+    a = [56.0, 56.5, 56.2]
+    b = [50.0, 50.1, 50.2]
     c = render.compare(ctx, '15k', a, b)
     delta = statistics.fmean(a) - statistics.fmean(b)
     t = delta / (statistics.variance(a) / 3 + statistics.variance(b) / 3) ** 0.5
