@@ -1,4 +1,5 @@
 """Shared helpers for the benchmarks: interleaved timing and result files."""
+import hashlib
 import io
 import json
 import os
@@ -55,21 +56,50 @@ def train_step(loss: Callable[[], torch.Tensor]) -> Callable[[], None]:
     return run
 
 
-def _git_commit() -> str:
-    """HEAD of the checkout the bench runs from, with '+dirty' when tracked files other than the results
-    (``bench/results/``, which the benches themselves write) differ from it; ``BENCH_COMMIT`` when set (a copy of a
-    checkout sent to another machine, whose git metadata may not be the checkout's)."""
+def _git_state() -> Dict[str, object]:
+    """``{'commit': HEAD, 'diff': None}`` of the checkout the bench runs from, or ``{'commit': HEAD + '+dirty', 'diff':
+    bytes}`` when tracked files other than the results (``bench/results/``, which the benches themselves write) differ
+    from it: the diff (``git diff --binary HEAD``) that makes the commit's code the code that ran. ``BENCH_COMMIT`` when
+    set (a copy of a checkout sent to another machine, whose git metadata may not be the checkout's); a dirty one
+    needs ``BENCH_DIFF``, the file holding that diff (ValueError at import, before anything is measured)."""
     if os.environ.get('BENCH_COMMIT'):
-        return os.environ['BENCH_COMMIT']
+        commit = os.environ['BENCH_COMMIT']
+        if '+dirty' not in commit:
+            return {'commit': commit, 'diff': None}
+        if not os.environ.get('BENCH_DIFF') or not os.path.isfile(os.environ['BENCH_DIFF']):
+            raise ValueError(f'BENCH_COMMIT={commit} is dirty: set BENCH_DIFF to the file holding its diff (git diff '
+                             '--binary HEAD on the checkout it names), got '
+                             f'BENCH_DIFF={os.environ.get("BENCH_DIFF")!r}')
+        return {'commit': commit, 'diff': pathlib.Path(os.environ['BENCH_DIFF']).read_bytes()}
     import subprocess
+
     def git(*a):
-        return subprocess.run(['git', '-C', str(CHECKOUT), *a], capture_output=True, text=True).stdout.strip()
-    head = git('rev-parse', 'HEAD') or 'unknown'
-    dirty = git('status', '--porcelain', '--untracked-files=no', '--', '.', ':(exclude)bench/results')
-    return head + ('+dirty' if dirty else '')
+        return subprocess.run(['git', '-C', str(CHECKOUT), *a], capture_output=True).stdout
+    head = git('rev-parse', 'HEAD').decode().strip() or 'unknown'
+    dirty = git('status', '--porcelain', '--untracked-files=no', '--', '.', ':(exclude)bench/results').strip()
+    if not dirty:
+        return {'commit': head, 'diff': None}
+    return {'commit': head + '+dirty', 'diff': git('diff', '--binary', 'HEAD', '--', '.', ':(exclude)bench/results')}
 
 
-_COMMIT_AT_START = _git_commit()  # the code a bench script imported when it started
+def _git_commit() -> str:
+    """The commit of :func:`_git_state`: HEAD, with '+dirty' when the checkout differs from it."""
+    return _git_state()['commit']
+
+
+_STATE_AT_START = _git_state()  # the code a bench script imported when it started
+_COMMIT_AT_START = _STATE_AT_START['commit']
+
+
+def _keep_diff(diff: bytes) -> Dict[str, str]:
+    """Write a dirty checkout's diff beside the results (``bench/results/diffs/<sha256>.diff``, one file per distinct
+    diff) and return what a row records of it: its sha256 and path."""
+    digest = hashlib.sha256(diff).hexdigest()
+    path = RESULTS / 'diffs' / f'{digest}.diff'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        write_atomic(path, diff)
+    return {'diff_sha256': digest, 'diff': f'bench/results/diffs/{digest}.diff'}
 
 
 def _load_average() -> Optional[List[float]]:
@@ -82,18 +112,23 @@ def _load_average() -> Optional[List[float]]:
 def environment() -> Dict[str, str]:
     """Where and how a result was measured: machine (CPU model, cores, threads or the GPU), versions, commit,
     date and the exact command (recorded when measured, never back-filled). The commit is the checkout's when the
-    command started (``BENCH_COMMIT`` when set); if the checkout has moved since, ``checkout_moved_to`` says to what
-    (a row measured after the move, or by a subprocess started after it, may have run that code)."""
+    command started (``BENCH_COMMIT`` when set); a dirty one comes with ``diff_sha256`` and ``diff``, the path of its
+    diff kept beside the results. If the checkout has moved since, ``checkout_moved_to`` says to what (a row measured
+    after the move, or by a subprocess started after it, may have run that code)."""
     import datetime
     import timm
     import torchdiffeq
     from timm_odevit.train import hardware
     now = _git_commit()
     commit = now if os.environ.get('BENCH_COMMIT') else _COMMIT_AT_START
+    diff = _git_state()['diff'] if os.environ.get('BENCH_COMMIT') else _STATE_AT_START['diff']
+    if '+dirty' in commit and diff is None:
+        raise ValueError(f'commit {commit} is dirty but its diff is unknown: a result must name code one can check out')
     return {
         'machine': hardware(), 'cpu_cores': os.cpu_count(), 'cpu_threads': torch.get_num_threads(),
         'python': platform.python_version(), 'torch': torch.__version__, 'timm': timm.__version__,
-        'torchdiffeq': torchdiffeq.__version__, 'commit': commit, **({'checkout_moved_to': now} if now != commit else {}),
+        'torchdiffeq': torchdiffeq.__version__, 'commit': commit, **(_keep_diff(diff) if '+dirty' in commit else {}),
+        **({'checkout_moved_to': now} if now != commit else {}),
         'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
         # the 1/5/15-minute load averages when the row is written (Unix; in a container, possibly its host's): a lone
         # job of T threads on its own machine reads about T, more means other work shared it

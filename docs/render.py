@@ -11,8 +11,9 @@ Template syntax (see docs/templates/README.md for how to add a section):
     {{ FILE:PATH }}           a value in bench/results/FILE.json; PATH is dot-separated keys or list
     {{ FILE:PATH|FMT }}       indices (keys may contain '@'); FMT a Python format spec (default: as is)
     {{ =NAME }}               a derived value (a difference, a mean, a verdict): VALUES[NAME](ctx)
-    {{ =NAME|FMT }}           (comparison values: =ID.delta / .floor / .verdict / .a / .b / .summary / .result, ID in
-                              COMPARISONS; .result is "Δ = ..., verdict" or "not yet measured" while an arm has no run)
+    {{ =NAME|FMT }}           (comparison values: =ID.delta / .floor / .margin / .t / .verdict / .a / .b / .summary /
+                              .result, ID in COMPARISONS; .result is "Δ = ... (N, margin, t), verdict" or "not yet
+                              measured" while an arm has no run)
     {{ =runtime.SCRIPT }}     the median time per run recorded in bench/results/SCRIPT.json (train.py's when recorded)
     {# ... #}                 a comment, dropped (may span lines)
 
@@ -283,41 +284,67 @@ def binomial_floor(top1: float, images: int) -> float:
     return 200. * math.sqrt(2. * p * (1. - p) / images)
 
 
-def _compared_arms(ctx: Context, budget: str) -> Dict[str, List[float]]:
-    """The arms of the comparisons read at ``budget``, each the runs of one recipe at one evaluation point."""
-    return {f'{side} of "{what}"': arm(ctx) for _, what, key, a, b, *_ in COMPARISONS if key == budget
-            for side, arm in (('A', a), ('B', b))}
-
-
-def floor(ctx: Context, budget: str, top1: Optional[float] = None) -> Tuple[float, str]:
-    """The noise floor N of a budget at top-1 ``top1`` (%; default: the mean of its repeated runs) and where it
-    comes from: the larger of its largest range over >= 3 runs of one recipe at one evaluation point (its repeated
-    runs and every arm compared at it) and :func:`binomial_floor` of its own test-set size. Never borrowed from
-    another budget (the rule stated in docs/results.md)."""
+def budget_noise(ctx: Context, budget: str) -> dict:
+    """What noise looks like at a budget (shown, not used by any verdict): the largest range (max − min) over >= 3
+    runs of one of its repeated recipes, which one, and :func:`binomial_floor` at the mean top-1 of its repeated runs
+    (50 % where it has none) and its own number of scored images."""
     b = BUDGETS[budget]
     reps = b.repeats(ctx)
-    ranges = [(spread(v), k) for k, v in {**reps, **_compared_arms(ctx, budget)}.items() if len(v) >= MIN_SEEDS]
-    own, name = max(ranges, default=(0., None))
-    if top1 is None:
-        runs = [x for v in reps.values() for x in v]
-        top1 = mean(runs) if runs else 50.
-    sampling = binomial_floor(top1, b.images(ctx))
-    if own >= sampling:
-        return own, f'range of ≥ {MIN_SEEDS} runs of one recipe' + ('' if name in reps else f' ({name})')
-    return sampling, f'sampling {b.images(ctx):,} images at {top1:.1f} %'
+    widest, recipe = max(((spread(v), k) for k, v in reps.items() if len(v) >= MIN_SEEDS), default=(0., None))
+    runs = [x for v in reps.values() for x in v]
+    top1 = mean(runs) if runs else 50.
+    return {'range': widest, 'recipe': recipe, 'top1': top1, 'sampling': binomial_floor(top1, b.images(ctx))}
+
+
+def floor(ctx: Context, budget: str, a: Sequence[float], b: Sequence[float]) -> Tuple[float, str]:
+    """The noise floor N of comparing arms ``a`` and ``b`` at ``budget``, and where it comes from: the larger of
+    either arm's range over its runs (an arm of >= 3 runs of one recipe at one evaluation point) and
+    :func:`binomial_floor` at the two arms' mean top-1 and the budget's own number of scored images. Nothing else
+    enters it: no other arm, no other budget (the rule stated in docs/results.md)."""
+    images = BUDGETS[budget].images(ctx)
+    top1 = mean(list(a) + list(b))
+    sampling = binomial_floor(top1, images)
+    widest, side = max(((spread(v), side) for side, v in (('A', a), ('B', b)) if len(v) >= MIN_SEEDS),
+                       default=(0., None))
+    if widest >= sampling:
+        return widest, f'range of {side}'
+    return sampling, f'sampling {images:,} images at {top1:.1f} %'
+
+
+def welch_t(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
+    """Welch's t of mean(a) − mean(b) (None while an arm has fewer than 2 runs; ±inf when neither arm varies)."""
+    if min(len(a), len(b)) < 2:
+        return None
+    delta = mean(a) - mean(b)
+    se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+    if se == 0:
+        return math.copysign(math.inf, delta) if delta else 0.
+    return delta / se
+
+
+def fmt_t(t: Optional[float]) -> str:
+    if t is None:
+        return '–'
+    return ('+' if t > 0 else '-' if t < 0 else '') + ('∞' if math.isinf(t) else f'{abs(t):.1f}')
 
 
 def compare(ctx: Context, budget: str, a: Sequence[float], b: Sequence[float]) -> dict:
+    """Δ = mean(a) − mean(b), its floor N (:func:`floor`), the margin |Δ| − N (> 0: a finding) and Welch's t."""
     delta = mean(a) - mean(b)
-    n, _ = floor(ctx, budget, mean(list(a) + list(b)))
-    return {'delta': delta, 'floor': n, 'finding': abs(delta) > n,
-            'preliminary': min(len(a), len(b)) < MIN_SEEDS, 'seeds': (len(a), len(b))}
+    n, how = floor(ctx, budget, a, b)
+    return {'delta': delta, 'floor': n, 'floor_from': how, 'margin': abs(delta) - n, 't': welch_t(a, b),
+            'finding': abs(delta) > n, 'preliminary': min(len(a), len(b)) < MIN_SEEDS, 'seeds': (len(a), len(b))}
 
 
 def verdict_text(c: dict) -> str:
     if c['preliminary']:
         return 'preliminary (< 3 seeds)'
     return 'finding' if c['finding'] else 'within noise'
+
+
+def fmt_noise(c: dict) -> str:
+    """'N 2.54, margin +1.55, t -7.9': the comparison's floor, the margin |Δ| − N and Welch's t."""
+    return f'N {c["floor"]:.2f}, margin {c["margin"]:+.2f}, t {fmt_t(c["t"])}'
 
 
 # ---- comparisons: the arms each claim and finding is read from ----------------------------------------
@@ -570,23 +597,49 @@ COMPARISONS = [
 COMPARISON = {c[0]: c for c in COMPARISONS}
 HELDOUT_CHECKS = [c[0] for c in COMPARISONS if c[0].startswith('ho_')]
 
+# The papers' protocols our claim rows are measured against (train_configs/odevit_tiny_cifar10_paper.yaml and
+# bvit_*_cifar100.yaml give them in full)
+PAPER_PROTOCOL = {
+    'ODE-ViT': "the paper's 300 epochs on CIFAR-10 at 224 px (patch 16), 24 grid points",
+    'bViT': "the paper's 200 epochs on CIFAR-100",
+    'Crossroads': "the paper's 200 epochs on CIFAR-100",
+}
+
 # The papers' claims: (claim, paper, comparison id, claimed sign of A − B: +1 / -1, 0 for "no difference", or 'any'
-# for "A differs from B" in either direction)
+# for "A differs from B" in either direction, how our protocol differs from the paper's beyond the budget and
+# PAPER_PROTOCOL: '' when only those, None for a row measured under the paper's own protocol)
 CLAIMS = [
     ('Trajectory distillation from a discrete teacher beats training from scratch', 'ODE-ViT',
-     'distill_traj_uniform_vs_scratch', +1),
-    ('ODE-ViT is competitive with a discrete ViT of its parameters', 'ODE-ViT', 'odevit_vs_vit_odevit_params', +1),
+     'distill_traj_uniform_vs_scratch', +1, 'our convstem ViT teacher; the student at 32 px, drawing its Euler steps '
+     'per update (`train_depth`) where the paper\'s trains on one grid'),
+    ('ODE-ViT is competitive with a discrete ViT of its parameters', 'ODE-ViT', 'odevit_vs_vit_odevit_params', +1,
+     '32 px (patch 4), 6 Euler steps'),
     ('The number of steps can change at inference (robust to the grid): here trained at 6 Euler steps, evaluated at 24',
-     'ODE-ViT', 'grid_euler24', 0),
-    ('The same at the paper\'s training grid: trained at 24 Euler steps, evaluated at 6', 'ODE-ViT', 'sr24_at6', 0),
-    ('Recurrence wins at matched parameter memory (bViT above a discrete ViT of its parameters)', 'bViT', 'bvit_vs_vit_params', +1),
-    ('The naive field ż = B(z) costs accuracy against the state-subtracted one', 'Crossroads', 'naive_field', -1),
-    ('Solver order at matched block evaluations changes accuracy (rk4 3 vs euler 12)', 'Crossroads', 'rk4_vs_euler', 'any'),
-    ('Deep supervision does not raise accuracy at the training horizon', 'Crossroads', 'ds_at_T', 0),
-    ('Deep supervision degrades less beyond the training horizon', 'Crossroads', 'ds_at_4T', +1),
+     'ODE-ViT', 'grid_euler24', 0, 'trained at 6 Euler steps, a grid the paper does not use; 32 px (patch 4)'),
+    ('The same at the paper\'s training grid: trained at 24 Euler steps, evaluated at 6', 'ODE-ViT', 'sr24_at6', 0,
+     '32 px (patch 4)'),
+    ('Recurrence wins at matched parameter memory (bViT above a discrete ViT of its parameters)', 'bViT',
+     'bvit_vs_vit_params', +1, 'CIFAR-10'),
+    ('The naive field ż = B(z) costs accuracy against the state-subtracted one', 'Crossroads', 'naive_field', -1,
+     'CIFAR-10'),
+    ('Solver order at matched block evaluations changes accuracy (rk4 3 vs euler 12)', 'Crossroads', 'rk4_vs_euler',
+     'any', 'CIFAR-10'),
+    ('Deep supervision does not raise accuracy at the training horizon', 'Crossroads', 'ds_at_T', 0, 'CIFAR-10'),
+    ('Deep supervision degrades less beyond the training horizon', 'Crossroads', 'ds_at_4T', +1, 'CIFAR-10'),
     ('Plain recurrence loses accuracy beyond the training horizon (the weaker half of the paper\'s claim, which is a '
-     'collapse to near chance; how far it falls: the deep-supervision table)', 'Crossroads', 'plain_T_vs_4T', -1),
+     'collapse to near chance; how far it falls: the deep-supervision table)', 'Crossroads', 'plain_T_vs_4T', -1,
+     'CIFAR-10'),
 ]
+CLAIM = {c[2]: c for c in CLAIMS}
+
+
+def protocol_difference(cid: str) -> Optional[str]:
+    """How the protocol of claim row ``cid`` differs from its paper's (None: it is the paper's protocol)."""
+    _, paper, _, _, extra = CLAIM[cid]
+    if extra is None:
+        return None
+    budget = BUDGETS[COMPARISON[cid][2]].label.split(' (')[0]
+    return f'{budget} vs {PAPER_PROTOCOL[paper]}' + (f'; here {extra}' if extra else '')
 
 
 def run_comparison(ctx: Context, cid: str) -> Optional[dict]:
@@ -597,15 +650,25 @@ def run_comparison(ctx: Context, cid: str) -> Optional[dict]:
     return dict(compare(ctx, budget, a, b), a=a, b=b, what=what, budget=budget, command=cmd)
 
 
-def claim_verdict(c: Optional[dict], sign: int) -> str:
+def claim_verdict(c: Optional[dict], sign: int, paper_protocol: bool = False) -> str:
+    """A claim's verdict from its comparison: *confirmed* / *contradicted* only under the paper's own protocol
+    (``paper_protocol``); under another, *reproduced* / *not reproduced at this budget*."""
     if c is None:
         return 'not yet measured'
     if c['preliminary']:
         return 'preliminary (< 3 seeds)'
     if not c['finding']:
         return 'inconclusive (within noise)'
-    # sign 0 ("no difference"): any finding contradicts; 'any' ("changes accuracy"): any finding confirms
-    return 'confirmed' if sign == 'any' or c['delta'] * sign > 0 else 'contradicted'
+    # sign 0 ("no difference"): any finding disagrees; 'any' ("changes accuracy"): any finding agrees
+    agrees = sign == 'any' or c['delta'] * sign > 0
+    if paper_protocol:
+        return 'confirmed' if agrees else 'contradicted'
+    return 'reproduced at this budget' if agrees else 'not reproduced at this budget'
+
+
+def claim_verdict_of(ctx: Context, cid: str) -> str:
+    """The verdict of claim row ``cid`` (its comparison, its sign, whether it ran under the paper's protocol)."""
+    return claim_verdict(run_comparison(ctx, cid), CLAIM[cid][3], protocol_difference(cid) is None)
 
 
 # ---- tables ---------------------------------------------------------------------------------------
@@ -766,11 +829,14 @@ def table_releases(ctx: Context) -> str:
             record += f' ({r["epochs_logged"]} epochs logged)'
         images = r['cycles']['test']['images']  # the top-1 with its 95 % binomial interval
         top1 = f'{r["top1"]:.2f} ± {_half_width(r["top1"], images):.2f}'
-        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{top1} / {r["top5"]:.2f}',
+        first = '; '.join(c.split(' (')[0] for c in r['cycles'].get('first_chosen_on_test') or []) or 'none'
+        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{top1} / {r["top5"]:.2f}', first,
                      _lineage(r, 'epochs', r['epochs']), r['checkpoint'], _lineage(r, 'wall', r['wall']),
                      f'`{r["config"]}`', record])
-    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)', 'epochs', 'checkpoint', 'training wall time (each cycle\'s machine: its record.json)',
-                     'config', 'training record in the folder'], rows)
+    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)',
+                     'chosen first on these test images (re-checked on held-out: its card)', 'epochs', 'checkpoint',
+                     'training wall time (each cycle\'s machine: its record.json)', 'config',
+                     'training record in the folder'], rows)
 
 
 # -- noise floor and verdicts
@@ -778,13 +844,15 @@ def table_noise_floor(ctx: Context) -> str:
     rows = []
     for b in BUDGETS.values():
         reps = b.repeats(ctx)
-        n, how = floor(ctx, b.key)
+        noise = budget_noise(ctx, b.key)
         detail = '; '.join(f'{k}: {", ".join(f"{x:.2f}" for x in v)} '
                            + (f'(range {spread(v):.2f})' if len(v) >= MIN_SEEDS else f'({len(v)} runs: not counted)')
                            for k, v in reps.items()) or '–'
-        rows.append([b.label, b.images_label(ctx), detail, f'**{n:.2f}**', how])
-    return md_table(['budget', 'images scored', f'repeated runs of one recipe (top-1 %; only ≥ {MIN_SEEDS} runs count '
-                     'towards N)', 'noise floor N (points)', 'N from'], rows)
+        widest = f'{noise["range"]:.2f} ({noise["recipe"]})' if noise['recipe'] else '–'
+        rows.append([b.label, b.images_label(ctx), detail, widest, f'{noise["sampling"]:.2f} at {noise["top1"]:.1f} %'])
+    return md_table(['budget', 'images scored',
+                     f'repeated runs of one recipe (top-1 %; ranges of ≥ {MIN_SEEDS} runs)', 'largest range (points)',
+                     'sampling term 2·√(2p(1−p)/n) (points, at p)'], rows)
 
 
 def table_comparisons(ctx: Context, ids: Optional[Sequence[str]] = None) -> str:
@@ -793,22 +861,26 @@ def table_comparisons(ctx: Context, ids: Optional[Sequence[str]] = None) -> str:
         c = run_comparison(ctx, cid)
         what, budget = COMPARISON[cid][1], COMPARISON[cid][2]
         if c is None:
-            rows.append([what, BUDGETS[budget].label.split(' (')[0], 'not yet run', '', '', '', 'not yet measured'])
+            rows.append([what, BUDGETS[budget].label.split(' (')[0], 'not yet run', '', '', '', '', '', '',
+                         'not yet measured'])
             continue
         rows.append([what, BUDGETS[budget].label.split(' (')[0], fmt_arm(c['a']), fmt_arm(c['b']), f'{c["delta"]:+.2f}',
-                     f'{c["floor"]:.2f}', verdict_text(c)])
-    return md_table(['comparison (A vs B)', 'budget', 'A top-1 (%)', 'B top-1 (%)', 'Δ = A − B', 'N', 'verdict'], rows)
+                     f'{c["floor"]:.2f}', c['floor_from'], f'{c["margin"]:+.2f}', fmt_t(c['t']), verdict_text(c)])
+    return md_table(['comparison (A vs B)', 'budget', 'A top-1 (%)', 'B top-1 (%)', 'Δ = A − B', 'N', 'N from',
+                     'margin \\|Δ\\| − N', 'Welch t', 'verdict'], rows)
 
 
 def table_claims(ctx: Context) -> str:
     rows = []
-    for claim, paper, cid, sign in CLAIMS:
+    for claim, paper, cid, sign, _ in CLAIMS:
         c = run_comparison(ctx, cid)
-        _, what, budget, *_ , cmd = COMPARISON[cid]
+        cmd = COMPARISON[cid][-1]
         seeds = '–' if c is None else ' / '.join(str(n) for n in c['seeds'])
-        delta = '–' if c is None else f'{c["delta"]:+.2f} (N {c["floor"]:.2f})'
-        rows.append([claim, paper, f'**{claim_verdict(c, sign)}**', what, BUDGETS[budget].label.split(' (')[0], seeds, delta, f'`{cmd}`'])
-    return md_table(['claim', 'paper', 'verdict at our budget', 'our comparison (A vs B)', 'budget', 'seeds A / B', 'Δ', 'command'], rows)
+        delta = '–' if c is None else f'{c["delta"]:+.2f} ({fmt_noise(c)})'
+        rows.append([claim, paper, f'**{claim_verdict_of(ctx, cid)}**', COMPARISON[cid][1],
+                     protocol_difference(cid) or "the paper's", seeds, delta, f'`{cmd}`'])
+    return md_table(['claim', 'paper', 'verdict', 'our comparison (A vs B)', "protocol: ours vs the paper's",
+                     'seeds A / B', 'Δ (N, margin \\|Δ\\| − N, Welch t)', 'command'], rows)
 
 
 # -- accuracy vs params
@@ -1149,7 +1221,7 @@ def table_distillation_study(ctx: Context) -> str:
 
 def _distill_choice(ctx: Context) -> str:
     """Issue 44's rule for the release cycles' arm, read on the held-out images: a trajectory arm that beats both
-    scratch and logit KD beyond the held-out floor, else the best arm on held-out."""
+    scratch and logit KD beyond each pair's held-out floor, else the best arm on held-out."""
     ho = {arm: distill(ctx, arm, 'held_out') for arm in DISTILL_ARMS}
     short = [arm for arm, v in ho.items() if len(v) < MIN_SEEDS]
     if short:
@@ -1157,28 +1229,29 @@ def _distill_choice(ctx: Context) -> str:
                f'than {MIN_SEEDS} runs'
         if any(not a.startswith('traj_') or not ho[a] for a in short):
             return made
-        # a short trajectory arm wins only with a mean above both others' by the floor; the floor's range part (its
-        # value at top-1 100 %, where sampling adds nothing) can only widen with more runs, so this bar is a lower bound
-        n = floor(ctx, 'heldout-45k-distill', 100.)[0]
-        bar = max(mean(ho['scratch']), mean(ho['logit_kd'])) + n
-        need = {a: (bar * MIN_SEEDS - sum(ho[a])) / (MIN_SEEDS - len(ho[a])) for a in short}
+        # a short trajectory arm wins only with a mean above both others' by each pair's floor; a floor is at least
+        # the ranges of the pair's runs so far (which more runs can only widen; sampling adds more), so this bar is a
+        # lower bound
+        bar = {a: max(mean(ho[b]) + max(spread(ho[b]), spread(ho[a])) for b in ('scratch', 'logit_kd')) for a in short}
+        need = {a: (bar[a] * MIN_SEEDS - sum(ho[a])) / (MIN_SEEDS - len(ho[a])) for a in short}
         top = max(v for runs in ho.values() for v in runs)
         text = (f'{made}; to win with {MIN_SEEDS} runs, their missing runs would need at least '
                 f'{", ".join(f"{need[a]:.1f} % (`{a}`)" for a in short)} held-out top-1 on average, against '
                 f'{top:.2f} for the best run so far')
-        if min(need.values()) <= top + n:  # within reach: the choice waits for the runs
+        if any(need[a] <= top + max(spread(ho[a]), spread(ho['scratch']), spread(ho['logit_kd'])) for a in short):
+            # within reach of the best run plus the floor: the choice waits for the runs
             return text
         best = max((a for a in ho if a not in short), key=lambda a: mean(ho[a]))
         return f'{text}, so the release cycles go ahead with `{best}`, the best arm on held-out with its runs complete'
     traj = max((a for a in ho if a.startswith('traj_')), key=lambda a: mean(ho[a]))
     beats = [compare(ctx, 'heldout-45k-distill', ho[traj], ho[b]) for b in ('scratch', 'logit_kd')]
-    n = max(c['floor'] for c in beats)
+    floors = ' and '.join(f'{c["floor"]:.2f}' for c in beats)
     if all(c['finding'] and c['delta'] > 0 for c in beats):
         return f'trajectory distillation wins: `{traj}`, the best trajectory arm on held-out, beats `scratch` and ' \
-               f'`logit_kd` beyond the held-out floor ({n:.2f})'
+               f'`logit_kd` beyond their held-out floors ({floors})'
     best = max(ho, key=lambda a: mean(ho[a]))
     return f'trajectory distillation does not win (its best arm, `{traj}`, does not beat both `scratch` and ' \
-           f'`logit_kd` beyond the held-out floor, {n:.2f}); the best arm on held-out is `{best}`'
+           f'`logit_kd` beyond their held-out floors, {floors}); the best arm on held-out is `{best}`'
 
 
 def table_bvit_field_solver(ctx: Context) -> str:
@@ -1427,6 +1500,26 @@ def _walk_machines(o) -> List[str]:
     return [m for v in o for m in _walk_machines(v)] if isinstance(o, list) else []
 
 
+def _walk_environments(o) -> List[dict]:
+    """Every environment record in a result file."""
+    if isinstance(o, dict):
+        return ([o['environment']] if isinstance(o.get('environment'), dict) else []) + \
+            [e for k, v in o.items() if k != 'environment' for e in _walk_environments(v)]
+    return [e for v in o for e in _walk_environments(v)] if isinstance(o, list) else []
+
+
+def _dirty_without_diff(ctx: Context) -> str:
+    """The result files with a row measured on a dirty checkout whose diff was not kept (before issue 62)."""
+    names = [f.stem for f in sorted(ctx.results.glob('*.json'))
+             if any('+dirty' in str(e.get('commit')) and 'diff_sha256' not in e
+                    for e in _walk_environments(ctx.json(f.stem)))]
+    if not names:
+        return 'no result file on file records a dirty commit without its diff'
+    return (f'{len(names)} of the {len(list(ctx.results.glob("*.json")))} result files on file hold rows measured '
+            f'before then on a dirty checkout, which record "+dirty" alone (no checkout reproduces that code; they '
+            f'are kept as they were measured): ' + ', '.join(f'`{n}`' for n in names))
+
+
 def _recorded_seconds(d: dict) -> float:
     return sum(_walk_seconds(d))
 
@@ -1475,9 +1568,10 @@ def _cmp_value(cid: str, field: str) -> Callable[[Context], object]:
         if c is None:
             return 'not yet measured (no run in the JSON)'
         return {'delta': c['delta'], 'floor': c['floor'], 'verdict': verdict_text(c), 'a': fmt_arm(c['a']),
-                'b': fmt_arm(c['b']), 'abs_delta': abs(c['delta']),
-                'summary': f'{fmt_arm(c["a"])} vs {fmt_arm(c["b"])}: Δ = {c["delta"]:+.2f}, {verdict_text(c)}',
-                'result': f'Δ = {c["delta"]:+.2f}, {verdict_text(c)}'}[field]
+                'b': fmt_arm(c['b']), 'abs_delta': abs(c['delta']), 'margin': c['margin'], 't': fmt_t(c['t']),
+                'summary': f'{fmt_arm(c["a"])} vs {fmt_arm(c["b"])}: Δ = {c["delta"]:+.2f} ({fmt_noise(c)}), '
+                           f'{verdict_text(c)}',
+                'result': f'Δ = {c["delta"]:+.2f} ({fmt_noise(c)}), {verdict_text(c)}'}[field]
     return value
 
 
@@ -1520,8 +1614,8 @@ def _half_width(top1: float, images: int) -> float:
 
 def _claims_summary(ctx: Context) -> str:
     counts: Dict[str, int] = {}
-    for _, _, cid, sign in CLAIMS:
-        v = claim_verdict(run_comparison(ctx, cid), sign).replace(' (within noise)', '')
+    for cid in CLAIM:
+        v = claim_verdict_of(ctx, cid).replace(' (within noise)', '')
         counts[v] = counts.get(v, 0) + 1
     return ', '.join(f'{n} {v}' for v, n in counts.items())
 
@@ -1638,10 +1732,11 @@ def _release_depth_loss(ctx: Context, tag: str) -> float:
     return max(depths.values()) - depths['3']
 
 
-def _floor_note(ctx: Context, budget: str) -> str:
-    """Where a budget's floor comes from, in words."""
-    n, how = floor(ctx, budget)
-    return f'N = {n:.2f} points ({how})'
+def _noise_note(ctx: Context, budget: str) -> str:
+    """A budget's largest range of one recipe and its sampling term, in words."""
+    noise = budget_noise(ctx, budget)
+    return (f'their largest range is {noise["range"]:.2f} points ({noise["recipe"]}), the sampling term '
+            f'{noise["sampling"]:.2f} at their mean top-1')
 
 
 
@@ -1664,7 +1759,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'recipe_study.val_per_class': _budget_images('recipe_study', 'rows.0.budget', r'first (\d+)/class of val/'),
     'accuracy_vs_params.test_images': _budget_images('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget',
                                                      r'all (\d+) test images'),
-    'floor_45k_note': lambda c: _floor_note(c, '45k'),
+    'noise_45k_note': lambda c: _noise_note(c, '45k'),
     'min_seeds': lambda c: MIN_SEEDS,
     **{f'provenance.{n}': (lambda c, n=n: _provenance(c, n)) for n in UNDATED_RESULTS},
     'speed_rewrites': _speed_rewrites,
@@ -1680,6 +1775,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'distill_choice': _distill_choice,
     'distill_study_cmd': lambda c: DISTILL_STUDY_CMD,
     'where_measured': _where_measured,
+    'dirty_without_diff': _dirty_without_diff,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),
     'authors_odevit': lambda c: _authors(_bibtex('arXiv:2511.16501')),
     'acc_budget': lambda c: c.lookup('accuracy_vs_params', 'runs.odevit_tiny_cifar.budget'),
@@ -1700,10 +1796,11 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'inspect_growth': lambda c: math.sqrt(_inspect_value(c, 'energy')[-1] / _inspect_value(c, 'energy')[0]),
 }
 for _budget in BUDGETS:
-    VALUES[f'floor.{_budget}'] = lambda c, b=_budget: floor(c, b)[0]
+    VALUES[f'sampling.{_budget}'] = lambda c, b=_budget: budget_noise(c, b)['sampling']
     VALUES[f'images.{_budget}'] = lambda c, b=_budget: BUDGETS[b].images(c)
-for _claim, _paper, _cid, _sign in CLAIMS:
-    VALUES[f'claim.{_cid}'] = lambda c, cid=_cid, sign=_sign: claim_verdict(run_comparison(c, cid), sign)
+for _cid in CLAIM:
+    VALUES[f'claim.{_cid}'] = lambda c, cid=_cid: claim_verdict_of(c, cid)
+    VALUES[f'protocol.{_cid}'] = lambda c, cid=_cid: protocol_difference(cid) or "the paper's"
 for _model in ('odevit_tiny_cifar', 'bvit_tiny_cifar'):
     VALUES[f'anytime_budget.{_model}'] = lambda c, m=_model: _anytime_budget(c, m)
 VALUES['plain_at_4T'] = lambda c: mean(ds(c, 'plain', four_t(c)))
@@ -1712,7 +1809,7 @@ for _script in ('odevit_parity', 'head_init_accuracy', 'recipes_no_nan', 'recipe
 VALUES['commands.recipes_no_nan_full_epoch'] = lambda c: recorded_commands(
     c, 'recipes_no_nan', lambda r: r['updates_planned'] * r['batch'] >= FULL_EPOCH_IMAGES)
 for _cid in COMPARISON:
-    for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'summary', 'result'):
+    for _field in ('delta', 'floor', 'verdict', 'a', 'b', 'abs_delta', 'margin', 't', 'summary', 'result'):
         VALUES[f'{_cid}.{_field}'] = _cmp_value(_cid, _field)
 for _tag in ('odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10'):
     for _key in ('top1', 'top5', 'params', 'epochs', 'wall', 'config', 'checkpoint'):

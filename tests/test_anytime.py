@@ -6,7 +6,7 @@ import torch
 from timm.models.vision_transformer import VisionTransformer
 
 from timm_odevit.anytime import (
-    Confident, ExitRule, Settled, accuracy_at_budgets, best_grid_for_budget, early_exit,
+    Confident, ExitRule, Readout, Settled, accuracy_at_budgets, best_grid_for_budget, early_exit,
 )
 from timm_odevit.models import embed_tokens
 
@@ -104,6 +104,20 @@ def test_combined_rules():
     both = early_exit(model, x, rule=Settled(patience=1) & now).steps
     assert both.min() >= 2  # & waits for the slower rule
     assert torch.equal(both, early_exit(model, x, rule=Settled(patience=1)).steps)
+
+
+def test_confident_fires_on_its_threshold():
+    """>=, not >: a readout exactly at the threshold stops, so saturated logits stop Confident(1.0) at step 1."""
+    probs = torch.tensor([[0.5, 0.5], [0.25, 0.75]])
+    readout = Readout(1, probs.log(), probs, probs.argmax(-1), torch.zeros(2, dtype=torch.long))
+    assert Confident(0.5)(readout).tolist() == [True, True]
+    assert Confident(0.75)(readout).tolist() == [False, True]
+    model = _model()
+    with torch.no_grad():
+        model.head.weight.zero_()
+        model.head.bias.copy_(torch.tensor([1e4] + [0.] * (model.num_classes - 1)))  # softmax exactly 1.0
+    out = early_exit(model, _images(), rule=Confident(1.0))
+    assert out.steps.tolist() == [1] * len(out.steps) and out.predictions.tolist() == [0] * len(out.steps)
 
 
 def test_finished_images_leave_the_batch():
@@ -264,6 +278,16 @@ def test_best_grid_for_budget():
             best_grid_for_budget(bad, 4)
     with pytest.raises(ValueError, match='max_nfe'):
         best_grid_for_budget(table, 'many')
+
+
+def test_best_grid_for_budget_ties_go_to_the_cheaper_grid():
+    """A tie in top-1 between grids of different NFE goes to the cheaper one, whichever was measured first."""
+    dear = {'grid': 'midpoint 4', 'nfe': 8., 'top1': 69.}
+    cheap = {'grid': 'euler 6', 'nfe': 6., 'top1': 69.}
+    worse = {'grid': 'euler 2', 'nfe': 2., 'top1': 20.}
+    for table in ([dear, cheap, worse], [worse, cheap, dear]):
+        assert best_grid_for_budget(table, 8)['grid'] == 'euler 6'
+    assert best_grid_for_budget([dear, cheap], 7)['grid'] == 'euler 6'
 
 
 def test_measuring_restores_every_modules_mode_and_training_keeps_drawing_depths():

@@ -1,4 +1,5 @@
 """bench/_util.py: every result row records where and how it was measured, when it is measured."""
+import hashlib
 import json
 import os
 import pathlib
@@ -96,6 +97,49 @@ def test_the_commit_is_dirty_for_changed_code_not_for_the_results_the_benches_wr
     assert _util._git_commit() == head + '+dirty'
 
 
+def test_a_dirty_checkout_keeps_its_diff_beside_the_result(tmp_path, monkeypatch):
+    """Issue 62: a '+dirty' commit alone names code nobody can check out; the row records the diff's sha256 and the
+    diff is kept in bench/results/diffs/, so HEAD plus that diff is the code that ran."""
+    monkeypatch.delenv('BENCH_COMMIT', raising=False)
+    checkout = tmp_path / 'checkout'
+    monkeypatch.setattr(_util, 'CHECKOUT', checkout)
+    monkeypatch.setattr(_util, 'RESULTS', checkout / 'bench' / 'results')
+    (checkout / 'bench' / 'results').mkdir(parents=True)
+    (checkout / 'model.py').write_text('a = 1\n')
+
+    def git(*a):
+        return subprocess.run(['git', '-C', str(checkout), '-c', 'user.name=t', '-c', 'user.email=t@t', *a],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    git('init', '-q')
+    git('add', '.')
+    git('commit', '-qm', 'x')
+    (checkout / 'model.py').write_text('a = 2\n')
+    state = _util._git_state()
+    monkeypatch.setattr(_util, '_STATE_AT_START', state)
+    monkeypatch.setattr(_util, '_COMMIT_AT_START', state['commit'])
+    env = json.loads(_util.write_result('x', {'rows': [{'v': 1}]}).read_text())['rows'][0]['environment']
+    assert env['commit'] == git('rev-parse', 'HEAD') + '+dirty'
+    diff = checkout / env['diff']
+    assert diff.parent == checkout / 'bench' / 'results' / 'diffs'
+    assert hashlib.sha256(diff.read_bytes()).hexdigest() == env['diff_sha256']
+    git('checkout', '--', 'model.py')
+    git('apply', str(diff))  # HEAD + the kept diff is the code that ran
+    assert (checkout / 'model.py').read_text() == 'a = 2\n'
+
+
+def test_a_dirty_bench_commit_needs_its_diff(tmp_path, monkeypatch):
+    monkeypatch.setattr(_util, 'RESULTS', tmp_path)
+    monkeypatch.setenv('BENCH_COMMIT', 'abc123+dirty')
+    monkeypatch.delenv('BENCH_DIFF', raising=False)
+    with pytest.raises(ValueError, match='BENCH_COMMIT=abc123\\+dirty is dirty: set BENCH_DIFF'):
+        _util._git_state()
+    (tmp_path / 'change.diff').write_bytes(b'diff --git a/m.py b/m.py\n')
+    monkeypatch.setenv('BENCH_DIFF', str(tmp_path / 'change.diff'))
+    env = json.loads(_util.write_result('x', {'rows': [{}]}).read_text())['environment']
+    assert env['commit'] == 'abc123+dirty'
+    assert (tmp_path / 'diffs' / f'{env["diff_sha256"]}.diff').read_bytes() == b'diff --git a/m.py b/m.py\n'
+
+
 def test_a_figure_whose_drawing_fails_leaves_the_old_picture(tmp_path):
     matplotlib = pytest.importorskip('matplotlib')
     matplotlib.use('Agg')
@@ -132,6 +176,7 @@ def test_teacher_choice_names_the_machine_of_the_compared_epochs_or_refuses():
 
 
 RECORDED = ('machine', 'commit', 'date', 'command')
+DIFFS_KEPT_SINCE = '2026-12-06'  # issue 62: the 12 files measured earlier on a dirty checkout record '+dirty' alone
 
 
 @pytest.mark.parametrize('path', sorted((ROOT / 'bench' / 'results').glob('*.json')), ids=lambda p: p.name)
@@ -142,3 +187,7 @@ def test_every_committed_result_and_each_of_its_rows_records_where_and_how_it_wa
     for where, env in [('file', data.get('environment'))] + [(f'row {i}', r.get('environment'))
                                                             for i, r in enumerate(_util._rows(data))]:
         assert isinstance(env, dict) and all(env.get(k) for k in RECORDED), f'{path.name} {where}: {env}'
+        if '+dirty' in env['commit'] and env['date'] >= DIFFS_KEPT_SINCE:  # a dirty commit comes with its diff
+            diff = ROOT / env.get('diff', 'no diff recorded')
+            assert diff.is_file() and hashlib.sha256(diff.read_bytes()).hexdigest() == env['diff_sha256'], \
+                f'{path.name} {where}: {env["commit"]} without its diff'

@@ -486,6 +486,9 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
              f"the last held-out top-1, n = {selection['images']:,})" if {'top1', 'images'} <= selection.keys() else '')
     also = record.get('held_out_also_chose')
     reused = f" The same images also chose: {'; '.join(also)}." if also else ''
+    first = record.get('first_chosen_on_test')
+    reused += (" Chosen first on the test images this card's top-1 is measured on (then re-checked on held-out images, "
+               f"docs/results.md \"Which images scored it\"): {'; '.join(first)}." if first else '')
     guessed = [c for c in record['cycles'] if c.get('seconds_from')]
     unmeasured = ''.join(f"\n- ‡ Cycle {c['cycle']}'s wall time is not a measurement: {c['seconds_from']}; the total "
                          'includes it.' for c in guessed)

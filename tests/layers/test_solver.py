@@ -156,6 +156,9 @@ def test_step_size_sets_the_number_of_steps():
     assert SolverConfig(step_size=0.25).steps == 4
     assert SolverConfig(step_size=0.3).steps == 4  # ceil: the actual step (0.25) is <= step_size
     assert SolverConfig(step_size=1 / 12).steps == 12  # no extra step from float round-off
+    for n in (49, 93, 98):  # 1 / (1 / n) is n + 7e-15 for 49 and 98: ceil alone takes one step too many
+        assert SolverConfig(step_size=1 / n).steps == n
+        assert SolverConfig(step_size=2 / n, t_end=2.).steps == n
     cfg = SolverConfig(step_size=0.25).replace(steps=10)
     assert cfg.steps == 10 and cfg.step_size is None
 

@@ -105,9 +105,21 @@ def test_accuracy_vs_iterations_restores_the_horizon(recurrent):
     assert all(0 <= r['top1'] <= 100 for r in curve)
     logits = recurrent(data[0][0])
     assert curve[11]['top1'] == 100. * (logits.argmax(-1) == data[0][1]).float().mean().item()
+    assert [r['time'] for r in curve] == [float(k) for k in range(1, 49)]  # the recurrence steps by h = 1
     assert recurrent.iterations == 12
     with pytest.raises(TypeError, match='no iterations'):
         accuracy_vs_iterations(timm.create_model('odevit_tiny_cifar'), data, 4)
+
+
+def test_accuracy_vs_iterations_times_an_ode_grid_by_its_step():
+    """ODE regime, rk4 3 steps over t_end = 12: each point is h = 4 apart, also past the training horizon."""
+    torch.manual_seed(0)
+    model = timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk4', steps=3, embed_dim=32, num_heads=2).eval()
+    data = [(torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,)))]
+    curve = accuracy_vs_iterations(model, data, iterations=24)
+    assert [r['point'] for r in curve] == list(range(1, 7))
+    assert [r['time'] for r in curve] == [4., 8., 12., 16., 20., 24.]
+    assert model.iterations == 12 and model.solver.steps == 3
 
 
 def test_stage_outputs_and_heads():
