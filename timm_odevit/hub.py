@@ -227,6 +227,15 @@ def read_config(folder) -> Dict[str, Any]:
     return config
 
 
+def check_model_source(name) -> None:
+    """For a ``local-dir:FOLDER`` model name, :func:`read_config` of the folder (a ValueError naming its config.json
+    and the field): timm's own loader, which the package leaves as it is, raises a bare KeyError / TypeError there.
+    Called by the package's entry points (the train.py wrapper's --model / --kd-model-name, a distillation teacher, an
+    odeified base, tools.speed) before timm reads the file."""
+    if isinstance(name, str) and name.startswith('local-dir:'):
+        read_config(name[len('local-dir:'):])
+
+
 def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:
     """'' or a warning: the ``config.json`` beside a weights file (a release or export folder) integrates them on
     another grid (method, time points) than ``model``'s. Depth settings are model kwargs, not weights: loaded by
