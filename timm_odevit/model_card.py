@@ -292,8 +292,9 @@ def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=N
         label, how = 'trained', f'the weights were trained and are loaded at {loaded}'
     table = '\n'.join(f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} ± "
                       f"{half_width_95(r['top1'], metrics['images']):.2f} |" for r in rows)
+    split = md_text(metrics.get('split', 'test'))
     return (f"\n## Accuracy at other depths\n\nTop-1 (%) of these weights on the same {metrics.get('images')} "
-            f"{md_text(metrics.get('split', 'test'))} images at other depths ({what}; {how}). Depth is a run-time setting, but "
+            f"{split} images at other depths ({what}; {how}). Depth is a run-time setting, but "
             "accuracy depends on it:\n\n"
             f'| {what} | field evaluations / image | top-1 (95 % binomial interval) |\n|---|---|---|\n{table}\n')
 

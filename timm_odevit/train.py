@@ -427,7 +427,8 @@ def read_train_config(path, what: str = '') -> dict:
         except ValueError:
             pass
         if not (is_int(value) if kind is int else is_real(value)):
-            raise ValueError(f'{what}{path}: {key} must be {"an integer" if kind is int else "a number"}, got {cfg[key]!r}')
+            kind_name = 'an integer' if kind is int else 'a number'
+            raise ValueError(f'{what}{path}: {key} must be {kind_name}, got {cfg[key]!r}')
         cfg[key] = value
     return cfg
 

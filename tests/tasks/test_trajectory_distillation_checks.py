@@ -96,7 +96,8 @@ def test_bad_ce_start_epoch_is_named(epoch):
 
 def test_a_local_dir_teacher_whose_config_json_builds_no_model_is_named(tmp_path):
     (tmp_path / 'config.json').write_text('{"num_classes": 10}')
-    with pytest.raises(ValueError, match=rf'{tmp_path / "config.json"} is not a valid timm config.json \("architecture"'):
+    words = rf'{tmp_path / "config.json"} is not a valid timm config.json \("architecture"'
+    with pytest.raises(ValueError, match=words):
         TrajectoryDistillationTask(_student(), f'local-dir:{tmp_path}')
 
 

@@ -445,8 +445,8 @@ class ContinuousDepthStack(nn.Module):
 
     # the drawn depth is a Python int: torch.compile compiles one graph per depth (its reason: fullgraph's error)
     @torch.compiler.disable(reason='train_depth draws the depth of every training forward in Python, which '
-                            'torch.compile(fullgraph=True) cannot compile: compile without fullgraph=True (one graph per '
-                            'drawn depth), or train on a fixed grid (set_train_depth(None))')
+                            'torch.compile(fullgraph=True) cannot compile: compile without fullgraph=True (one graph '
+                            'per drawn depth), or train on a fixed grid (set_train_depth(None))')
     def _drawn_config(self, device: torch.device) -> SolverConfig:
         return self._depth_config(self._draw_depth(device))
 
