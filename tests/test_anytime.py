@@ -327,3 +327,26 @@ def test_evaluation_restores_each_modules_mode_and_takes_numpy_arrays(tmp_path):
     evaluate_grids(model, str(tmp_path), 'test', grids=np.array([2, 3]), workers=0)
     assert {n: m.training for n, m in model.named_modules()} == modes
     assert len(accuracy_at_budgets(model.eval(), _loader(), grids=np.array([2, 3]))) == 2
+
+
+def test_early_exit_takes_a_numpy_max_steps():
+    model, x = _model(), _images()
+    expected = early_exit(model, x, rule=Settled(1), max_steps=3)
+    got = early_exit(model, x, rule=Settled(1), max_steps=np.int64(3))
+    assert torch.equal(got.predictions, expected.predictions) and torch.equal(got.steps, expected.steps)
+    assert int(got.steps.max()) <= 3
+
+
+@pytest.mark.parametrize('name, grid, words', [
+    ('bvit_recurrent4', ('euler', 3), "grid 'euler 3': the model iterates its block as a recurrence"),
+    ('bvit_recurrent4', {'method': 'rk4', 'steps': 1}, 'as a recurrence, which no ODE method approximates'),
+    ('odevit_euler4', ('recurrence', 3), "grid 'recurrence 3': the model integrates an ODE"),
+])
+def test_accuracy_at_budgets_refuses_a_grid_that_switches_the_regime(name, grid, words):
+    """A recurrence run with an ODE method (or an ODE run as a recurrence) is another model, not a budget: refused
+    before anything is measured (a recurrent bViT at ('euler', 3) was measured as a row 'euler 3')."""
+    model = _model(name)
+    solver = model.blocks.solver
+    with pytest.raises(ValueError, match=words):
+        accuracy_at_budgets(model, _loader(), grids=[2, grid])
+    assert model.blocks.solver == solver

@@ -251,6 +251,61 @@ def test_card_recipe_names_the_teacher_and_the_mapping(kd, shown, hidden):
     assert all(s in recipe for s in shown) and not any(h in recipe for h in hidden), recipe
 
 
+def _outside_fences(card: str) -> list:
+    """The lines of a markdown text outside its fenced code blocks (closed by a fence at least as long, CommonMark)."""
+    lines, fence = [], ''
+    for line in card.splitlines():
+        run = re.match(r'`{3,}', line)
+        if not fence and run:
+            fence = run.group()
+        elif fence and re.fullmatch(r'`{%d,}\s*' % len(fence), line):
+            fence = ''
+        elif not fence:
+            lines.append(line)
+    return lines
+
+
+def test_user_text_cannot_change_the_cards_structure():
+    """A '|' split the details row, HTML went in raw, a '# comment' line of a multi-line --train-command became a
+    heading: user text is escaped, the command fenced."""
+    from timm_odevit.model_card import model_card
+    command = 'python -m timm_odevit.train \\\n  --lr 1e-3\n# comment\n| a | b |\n<script>x()</script>\n```'
+    plain = dict(top1=50., top5=90., images=100, split='test', dataset='cifar10', dataset_name='CIFAR-10')
+    info = dict(architecture='odevit_tiny_cifar', checkpoint_file='a|b<i>.pth.tar', model_kwargs={'note': 'x|y'},
+                train_time={'seconds': 3600., 'epochs': {'0': 1.}, 'hardware': 'CPU | <b>fast</b>'},
+                train_args={'epochs': 1, 'kd_model_name': 'local-dir:t|<b>', 'kd_distill_type': 'logit'})
+    model = timm.create_model('odevit_tiny_cifar', steps=2)
+    card = model_card('odevit_tiny_cifar', model, dict(plain, dataset_name='my|data <b>x</b>'), info,
+                      train_command=command)
+    reference = model_card('odevit_tiny_cifar', model, plain, dict(architecture='odevit_tiny_cifar'),
+                           train_command='python -m timm_odevit.train')
+    outside = _outside_fences(card.split('\n---\n', 1)[1])  # the markdown after the front matter (YAML, quoted)
+    headings = [line for line in outside if line.startswith('#')]
+    assert headings == [line for line in _outside_fences(reference) if line.startswith('#')], headings
+    assert not any(re.search(r'(?<!\\)<', line) for line in outside), 'raw HTML'
+    table = card.split('## Model details')[1].split('\n\n')[1].splitlines()[2:]
+    assert table and all(len(re.split(r'(?<!\\)\|', row)) == 4 for row in table), table  # | key | value |
+    assert '````bash\n' + command + '\n````' in card  # every line as written, in a longer fence than it holds
+
+
+@pytest.mark.parametrize('dataset', ['cifar10|x', '<b>cifar</b>', 'a/b/c', 'my data'])
+def test_dataset_must_be_a_hub_dataset_id(dataset):
+    with pytest.raises(ValueError, match=rf'--dataset {re.escape(repr(dataset))} is not a Hub dataset id'):
+        hub.resolve_dataset(dataset, ['a', 'b'], 'folder')
+    assert hub.resolve_dataset('my-org/my_data.v2', ['a', 'b'], 'folder') == ('my-org/my_data.v2', 'my-org/my_data.v2')
+
+
+def test_cards_of_timms_own_vits_cite_the_vit_paper_and_timm():
+    from timm_odevit.model_card import model_card
+    metrics = dict(top1=50., top5=90., images=100, split='test', dataset='cifar10')
+    vit = timm.create_model('vit_tiny_patch16_224', img_size=32, patch_size=8, depth=2, num_classes=10,
+                            pretrained_cfg_overlay=dict(input_size=(3, 32, 32)))
+    card = model_card('vit', vit, metrics, dict(architecture='vit_tiny_patch16_224'))
+    assert '## Citation' in card and '@inproceedings{dosovitskiy2021vit' in card and '@misc{rw2019timm' in card
+    ours = model_card('odevit', timm.create_model('odevit_tiny_cifar', steps=2), metrics, dict(architecture='x'))
+    assert '@misc{boned2025odevit' in ours and 'rw2019timm' not in ours and 'dosovitskiy' not in ours
+
+
 def test_every_code_block_of_the_card_runs_as_written(exported, capsys):
     folder, _, _ = exported
     hub.install_in_hf_cache(folder, 'timm-odevit/odevit_tiny_cifar.test')

@@ -104,6 +104,22 @@ def test_bad_input():
         odeify(odeify(_vit('vit_tiny_patch16_224')))
 
 
+def test_solver_takes_a_method_name_as_the_models_solver_kwarg_does():
+    """odeify(vit, solver='rk4') failed with 'dictionary update sequence element #0 has length 1'."""
+    vit = _vit('vit_tiny_patch16_224')
+    ode = odeify(vit, solver='rk4')
+    assert ode.blocks.solver == odeify(vit, solver={'method': 'rk4'}).blocks.solver
+    assert ode.blocks.solver.method == 'rk4' and ode.blocks.solver.t_end == len(vit.blocks)
+    with pytest.raises(ValueError, match=r'solver must be a mapping of name: value, got a list'):
+        odeify(vit, solver=['rk4', 3])
+
+
+def test_a_local_dir_base_whose_config_json_builds_nothing_is_named(tmp_path):
+    (tmp_path / 'config.json').write_text('{"architecture": "vit_tiny_patch16_224", "model_args": [1]}')
+    with pytest.raises(ValueError, match=rf'{tmp_path / "config.json"} is not a valid timm config.json \("model_args"'):
+        timm.create_model('vit_odeified', base=f'local-dir:{tmp_path}')
+
+
 def test_registered_vit_odeified_for_train_py():
     model = timm.create_model('vit_odeified', base='vit_tiny_patch16_224', depth=3, num_classes=10,
                               field='odevit', solver='rk4', steps=6)

@@ -341,6 +341,38 @@ def test_config_that_is_not_a_mapping(train_parser, tmp_path):
         timm_odevit.train.check_config_keys(train_parser, tmp_path / 'missing.yaml')
 
 
+@pytest.mark.parametrize('text, words', [
+    ('model: odevit_tiny_cifar\nepochs: 1\n  bad: [\n', r'--config \S+c.yaml, line 3, column 6: not valid YAML \('),
+    ('model: odevit_tiny_cifar\nmodel_kwargs: [1, 2]\n', r'c.yaml: model_kwargs must be a mapping of name: value'),
+    ('kd_model_kwargs: x\n', r'c.yaml: kd_model_kwargs must be a mapping'),
+    ('kd_ce_start_epoch: [1]\n', r"c.yaml: kd_ce_start_epoch must be an integer, got \[1\]"),
+    ('kd_mapping_temperature: hot\n', r"c.yaml: kd_mapping_temperature must be a number, got 'hot'"),
+])
+def test_a_config_train_py_cannot_take_is_named_with_its_line_or_key(train_parser, tmp_path, text, words):
+    """Malformed YAML gave train.py's bare 'SystemExit: ^'; values the YAML sets bypass argparse's conversion (a
+    list for model_kwargs: a '**' TypeError)."""
+    (tmp_path / 'c.yaml').write_text(text)
+    with pytest.raises(SystemExit, match=words):
+        timm_odevit.train.check_config_keys(train_parser, tmp_path / 'c.yaml')
+
+
+@pytest.mark.parametrize('config, words', [
+    ('{"num_classes": 10}', r'"architecture" must be a JSON str'),
+    ('[{"architecture": "odevit_tiny_cifar"}]', r'holds a JSON list, not a dict'),
+    ('{"architecture": "odevit_tiny_cifar", "model_args": [1]}', r'"model_args" must be a JSON dict'),
+    ('{"architecture": "odevit_tiny_cifar", "num_classes": "10"}', r'"num_classes" must be a JSON int'),
+])
+@pytest.mark.parametrize('flag', ['--model', '--kd-model-name'])
+def test_a_local_dir_model_whose_config_json_builds_nothing_is_named(tmp_path, config, words, flag):
+    (tmp_path / 'config.json').write_text(config)
+    with pytest.raises(SystemExit, match=rf'error: {flag}: .*{tmp_path / "config.json"}.*{words}'):
+        timm_odevit.train.check_model_sources([flag, f'local-dir:{tmp_path}'])
+    (tmp_path / 'c.yaml').write_text(f'{flag[2:].replace("-", "_")}: local-dir:{tmp_path}\n')  # or in the config
+    with pytest.raises(SystemExit, match=words):
+        timm_odevit.train.check_model_sources([], tmp_path / 'c.yaml')
+    timm_odevit.train.check_model_sources([flag, 'odevit_tiny_cifar'])
+
+
 @needs_train_py
 def test_main_checks_config_before_training(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, 'argv', list(sys.argv))  # main() sets it for train.py

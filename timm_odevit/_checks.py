@@ -1,9 +1,11 @@
 """Checks and file writes shared by the package: number types (bools are not numbers here: ``steps=True`` is an
-error), JSON files whose errors name the file, and writes that an interruption cannot leave half done."""
+error), mappings, JSON and YAML files whose errors name the file, output paths checked before the work that fills
+them, and writes that an interruption cannot leave half done."""
 import contextlib
 import json
 import math
 import numbers
+from collections.abc import Mapping
 import os
 import pathlib
 import shutil
@@ -34,6 +36,14 @@ def check_number(name: str, value, positive: bool = False) -> float:
     return float(value)
 
 
+def check_dict(name: str, value) -> dict:
+    """``value`` as a dict; ValueError naming ``name`` unless it is a mapping of name: value (a JSON object, a YAML
+    mapping, a dict)."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f'{name} must be a mapping of name: value, got a {type(value).__name__}: {value!r}')
+    return dict(value)
+
+
 def read_json(path, kind: type = dict):
     """The JSON file at ``path``, which must hold a ``kind``; ValueError naming the file when it cannot be read,
     is truncated or hand-edited into something else."""
@@ -44,6 +54,38 @@ def read_json(path, kind: type = dict):
     if not isinstance(value, kind):
         raise ValueError(f'{path} holds a JSON {type(value).__name__}, not a {kind.__name__}: restore or regenerate it')
     return value
+
+
+def read_yaml(path, what: str = '') -> dict:
+    """The YAML mapping in the file at ``path``; ValueError naming the file (``what``: how the user gave it, e.g.
+    '--config '), and the line and column of a syntax error, when it cannot be read or holds something else."""
+    import yaml
+    try:
+        value = yaml.safe_load(pathlib.Path(path).read_text())
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f', line {mark.line + 1}, column {mark.column + 1}' if mark else ''
+        raise ValueError(f'{what}{path}{where}: not valid YAML ({e.problem or e.context})') from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ValueError(f'cannot read {what}{path} ({type(e).__name__}: {e})') from None
+    if not isinstance(value, dict):
+        raise ValueError(f'{what}{path} must be a YAML mapping of option: value, got {type(value).__name__}')
+    return value
+
+
+def check_output_file(name: str, path) -> pathlib.Path:
+    """``path`` as a Path; ValueError naming ``name`` unless a file can be written there (its folder exists and is
+    writable, and it is no folder itself): checked before the work whose result it will hold."""
+    path = pathlib.Path(path)
+    folder = path.parent
+    if path.is_dir():
+        raise ValueError(f'{name} {path} is a folder: give the path of a file')
+    if not folder.is_dir():
+        why = 'is a file, not a folder' if folder.exists() else 'does not exist: create it first'
+        raise ValueError(f'{name} {path}: {folder} {why}')
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f'{name} {path}: the folder {folder} is not writable')
+    return path
 
 
 def write_atomic(path, data) -> None:

@@ -159,9 +159,9 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None, max_ste
     if getattr(model, 'num_classes', 1) == 0:
         raise ValueError('the model has no classifier head to read (num_classes=0): reset_classifier(n) first')
     L, B = len(stack), x.shape[0]
-    max_steps = L if max_steps is None else max_steps
-    if not is_int(max_steps) or not 1 <= max_steps <= L:
+    if max_steps is not None and (not is_int(max_steps) or not 1 <= max_steps <= L):
         raise ValueError(f"max_steps must be an integer in 1..{L} (the model's grid intervals), got {max_steps!r}")
+    max_steps = L if max_steps is None else int(max_steps)  # a NumPy integer would turn the masks below into floats
     with torch.no_grad(), eval_mode(model):
         z = embed_tokens(model, x)                                      # (B, N, D)
         active = torch.arange(B, device=x.device)                       # original index of each running image
@@ -210,6 +210,17 @@ def _grid_changes(stack: ContinuousDepthStack, grid: GridSpec) -> Tuple[str, Dic
     raise ValueError(f'bad grid {grid!r}: give steps (int), (method, steps) such as ("euler", 6), or set_solver kwargs')
 
 
+def _regime_error(label: str, solver) -> str:
+    """Why grid ``label`` is not a budget of a model integrated by ``solver``: it switches between the recurrence and
+    an ODE method, another model of the same block rather than the same model at another cost."""
+    if solver.method == 'recurrence':
+        return (f"grid {label!r}: the model iterates its block as a recurrence, which no ODE method approximates, so "
+                "another method is another model, not a budget of this one: give iterations (ints, or ('recurrence', "
+                "n)); to measure the block as an ODE, set_solver(method=...) first")
+    return (f"grid {label!r}: the model integrates an ODE ({solver.method}), and the recurrence is a model of its own, "
+            "not a grid of this ODE: give steps of an ODE method")
+
+
 def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[GridSpec] = (2, 3, 4, 6, 8, 12, 16, 24),
                         device: Optional[Union[str, torch.device]] = None) -> List[Dict[str, object]]:
     """Top-1 of ``model`` at each grid, **measured on the data ``loader`` yields** (batches of images and
@@ -218,7 +229,8 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
 
     ``grids``: ints (steps of the model's current method; iterations of a recurrent bViT), ``(method,
     steps)`` pairs such as ``('euler', 6)``, or dicts of ``set_solver`` settings (e.g. ``{'method':
-    'dopri5', 'rtol': 1e-3}``, whose NFE is counted). The loader is read once; every grid sees every batch.
+    'dopri5', 'rtol': 1e-3}``, whose NFE is counted); a grid that switches between the recurrence and an ODE
+    method is refused (another model, not a budget). The loader is read once; every grid sees every batch.
     Runs without gradients in eval mode; the model's solver, recorded model args and module modes are
     restored afterwards, also on error. ``device``: where the batches go (default: the model's device).
 
@@ -230,11 +242,13 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
         raise ValueError(f'grids must be a non-empty list of grids, got {grids!r}')
     original = stack.solver
     specs = [_grid_changes(stack, g) for g in grids]
-    for _, changes in specs:  # validate every grid before measuring anything
+    for label, changes in specs:  # validate every grid before measuring anything
         try:
-            original.replace(**changes)
+            changed = original.replace(**changes)
         except (TypeError, ValueError) as e:
             raise ValueError(f'bad grid {changes}: {e}') from None
+        if (changed.method == 'recurrence') != (original.method == 'recurrence'):
+            raise ValueError(_regime_error(label, original))
     params = next(model.parameters(), None)
     model_device = params.device if params is not None else torch.device('cpu')
     device = model_device if device is None else torch.device(device)
@@ -278,8 +292,8 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
 def best_grid_for_budget(table: Sequence[Dict[str, object]], max_nfe: float) -> Dict[str, object]:
     """The row of :func:`accuracy_at_budgets` with the highest measured top-1 among the grids using at most
     ``max_nfe`` field evaluations per image (ties: the cheaper grid). Apply it with
-    ``model.set_solver(**row['changes'])`` (``model.set_iterations(row['changes']['iterations'])`` for a
-    recurrent bViT). ValueError when no measured grid fits the budget."""
+    ``model.set_solver(**row['changes'])`` (a recurrent bViT's steps are its iterations). ValueError when no
+    measured grid fits the budget."""
     if not is_real(max_nfe) or math.isnan(max_nfe):
         raise ValueError(f'max_nfe must be a number of field evaluations, got {max_nfe!r}')
     rows = list(table)

@@ -106,6 +106,7 @@ def resolve_dataset(dataset: Optional[str], classes: List[str], eval_dir: str) -
     dataset = 'cifar10' if dataset is None and tuple(classes) == CIFAR10_LABELS else dataset
     if dataset is None:
         return (pathlib.Path(eval_dir).resolve().name,) * 2
+    check_hub_id('--dataset', dataset, 'a Hub dataset id (NAME or ORG/NAME, e.g. cifar10)', slashes=(0, 1))
     known = KNOWN_DATASETS.get(dataset.lower())
     if known is None:
         return dataset, dataset
@@ -198,15 +199,23 @@ def _check_training_classes(train_args: Dict[str, Any], classes: List[str], wher
                          f'({pathlib.Path(data_dir) / split}: {short(trained)}): evaluate on its dataset')
 
 
-def check_repo_id(repo_id: str) -> None:
-    """ValueError unless ``repo_id`` is a Hub model id huggingface_hub accepts (ORG/NAME)."""
+def check_hub_id(name: str, value, what: str, slashes: Tuple[int, ...] = (1,)) -> None:
+    """ValueError naming ``name`` unless ``value`` is an id huggingface_hub accepts (letters, digits, ``-_.``) with
+    one of ``slashes`` slashes: text the card shows and the Hub resolves, so nothing else may go into it."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
     try:
-        validate_repo_id(repo_id)
-        if repo_id.count('/') != 1:
-            raise HFValidationError('it must be ORG/NAME')
+        if not isinstance(value, str):
+            raise HFValidationError(f'it is a {type(value).__name__}')
+        validate_repo_id(value)
+        if value.count('/') not in slashes:
+            raise HFValidationError(f'it has {value.count("/")} slashes')
     except HFValidationError as e:
-        raise ValueError(f'--repo-id {repo_id!r} is not a valid Hub repo id ({e}): give ORG/NAME') from None
+        raise ValueError(f'{name} {value!r} is not {what} ({e})') from None
+
+
+def check_repo_id(repo_id: str) -> None:
+    """ValueError unless ``repo_id`` is a Hub model id huggingface_hub accepts (ORG/NAME)."""
+    check_hub_id('--repo-id', repo_id, 'a valid Hub repo id: give ORG/NAME')
 
 
 # ---- loading ------------------------------------------------------------------------------------
@@ -225,6 +234,15 @@ def read_config(folder) -> Dict[str, Any]:
     if wrong:
         raise ValueError(f'{path} is not a valid timm config.json ({"; ".join(wrong)}): fix it or export it again')
     return config
+
+
+def check_model_source(name) -> None:
+    """For a ``local-dir:FOLDER`` model name, :func:`read_config` of the folder (a ValueError naming its config.json
+    and the field): timm's own loader, which the package leaves as it is, raises a bare KeyError / TypeError there.
+    Called by the package's entry points (the train.py wrapper's --model / --kd-model-name, a distillation teacher, an
+    odeified base, tools.speed) before timm reads the file."""
+    if isinstance(name, str) and name.startswith('local-dir:'):
+        read_config(name[len('local-dir:'):])
 
 
 def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:

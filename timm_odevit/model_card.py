@@ -4,11 +4,13 @@ YAML front matter (library_name timm, pipeline_tag, license, datasets, model-ind
 measured top-1/top-5), a model-details table (params, GMACs, image size, solver, training hardware,
 wall time, epochs), an install line, usage code for classification, features and embeddings that
 runs as written, the learning curve (validation top-1 per epoch, from train.py's summary.csv) and
-the papers' BibTeX.
+the papers' BibTeX (timm's own models: the ViT paper for its ViTs, and timm). Text from the user (dataset and
+file names, the training command, a run's arguments) is escaped or fenced: it cannot change the card's structure.
 """
 import csv
 import json
 import pathlib
+import re
 from typing import Any, Dict, List, Optional
 
 import timm
@@ -35,7 +37,49 @@ CITATIONS = {
   eprint = {2608.04879},
   archivePrefix = {arXiv},
 }''',
+    'arXiv:2010.11929': '''@inproceedings{dosovitskiy2021vit,
+  title  = {An Image is Worth 16x16 Words: Transformers for Image Recognition at Scale},
+  author = {Dosovitskiy, Alexey and Beyer, Lucas and Kolesnikov, Alexander and Weissenborn, Dirk and Zhai, Xiaohua
+            and Unterthiner, Thomas and Dehghani, Mostafa and Minderer, Matthias and Heigold, Georg and Gelly, Sylvain
+            and Uszkoreit, Jakob and Houlsby, Neil},
+  booktitle = {International Conference on Learning Representations (ICLR)},
+  year   = {2021},
+  eprint = {2010.11929},
+  archivePrefix = {arXiv},
+}''',
+    'timm': '''@misc{rw2019timm,
+  author = {Ross Wightman},
+  title  = {PyTorch Image Models},
+  year   = {2019},
+  publisher = {GitHub},
+  journal = {GitHub repository},
+  doi    = {10.5281/zenodo.4414861},
+  howpublished = {\\url{https://github.com/rwightman/pytorch-image-models}}
+}''',
 }
+
+
+def md_text(text) -> str:
+    """User text for a card's markdown line or table cell: one line, the characters that would change the card's
+    structure backslash-escaped (a ``|`` splits no table row, ``<b>`` is text, not HTML, a backtick opens no code)."""
+    return re.sub(r'([\\`|<>&])', r'\\\1', ' '.join(str(text).split()))
+
+
+def md_code(text) -> str:
+    """User text as an inline code span that stays in its table cell: one line, ``|`` escaped (tables split their
+    cells before code spans), fenced by more backticks than it holds."""
+    text = ' '.join(str(text).split()).replace('|', '\\|')
+    fence = '`' * (max(map(len, re.findall('`+', text)), default=0) + 1)
+    pad = ' ' if text.startswith('`') or text.endswith('`') else ''
+    return f'{fence}{pad}{text}{pad}{fence}'
+
+
+def md_block(text, language: str = '') -> str:
+    """User text of any lines (a training command) as a fenced code block, which shows every line as written: no
+    line becomes a heading, a table or HTML."""
+    text = str(text).strip('\n')
+    fence = '`' * max(3, max(map(len, re.findall('`+', text)), default=0) + 1)
+    return f'{fence}{language}\n{text}\n{fence}'
 
 
 def gmacs(model: torch.nn.Module) -> float:
@@ -120,7 +164,7 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
     train_time = info.get('train_time') or {}
     kind = family(model)
     rows = [
-        ('architecture', f"`{info['architecture']}` ({type(model).__name__}"
+        ('architecture', f"{md_code(info['architecture'])} ({type(model).__name__}"
                          f"{', a timm VisionTransformer' if kind != 'discrete' else ''})"),
         ('parameters', f'{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M'),
         ('GMACs', f'{gmacs(model):.3f}'),
@@ -130,15 +174,17 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
     if kind != 'discrete':
         rows.append(('field evaluations per image (NFE)', format(metrics['nfe'], 'g') if 'nfe' in metrics else '?'))
     rows += [
-        ("training run's model args (config.json: what loads)", f"`{json.dumps(info.get('model_kwargs', {}))}`"),
-        ('epochs', str(info.get('train_args', {}).get('epochs', '?'))),
-        ('checkpoint', f"{info.get('checkpoint_file', 'train.py checkpoint')}, {_epoch(info)}, {_weights(info)}"),
+        ("training run's model args (config.json: what loads)", md_code(json.dumps(info.get('model_kwargs', {})))),
+        ('epochs', md_text(info.get('train_args', {}).get('epochs', '?'))),
+        ('checkpoint', f"{md_text(info.get('checkpoint_file', 'train.py checkpoint'))}, {_epoch(info)}, "
+                       f'{_weights(info)}'),
     ]
     if train_time:
-        rows += [('training hardware', train_time.get('hardware', '?')),
+        rows += [('training hardware', md_text(train_time.get('hardware', '?'))),
                  ('training wall time',
                   f"{train_time['seconds'] / 3600:.1f} h ({len(train_time['epochs'])} epochs timed)")]
-    split, dataset = metrics.get('split', 'test'), metrics.get('dataset_name') or metrics.get('dataset') or '?'
+    split = md_text(metrics.get('split', 'test'))
+    dataset = md_text(metrics.get('dataset_name') or metrics.get('dataset') or '?')
     top1, n = metrics['top1'], metrics['images']
     rows.append((f"top-1 (95 % interval) / top-5 ({n:,} {split} images of {dataset}, "
                  f"{len(metrics.get('classes') or []) or '?'} classes, measured on these weights)",
@@ -180,9 +226,26 @@ def card_data(name: str, model: torch.nn.Module, metrics: Dict[str, Any], datase
                       EvalResult(metric_name='Top-5 accuracy', metric_value=round(metrics['top5'], 2), **common)])
 
 
+def _ours(model: torch.nn.Module) -> bool:
+    """Whether the model's architecture is registered by this package (else it is timm's own)."""
+    arch = model.pretrained_cfg.get('architecture', '')
+    return timm.models.is_model(arch) and timm.models.model_entrypoint(arch).__module__.startswith('timm_odevit')
+
+
+def papers(model: torch.nn.Module) -> List[str]:
+    """The :data:`CITATIONS` keys a card cites: the papers its pretrained cfg names (``paper_ids``); for timm's own
+    models the ViT paper (its ViTs) and timm."""
+    from timm.models.vision_transformer import VisionTransformer
+    named = [p.strip() for p in str(model.pretrained_cfg.get('paper_ids') or '').split(',')]
+    if not _ours(model):
+        named += ['arXiv:2010.11929'] * isinstance(model, VisionTransformer) + ['timm']
+    return [p for p in dict.fromkeys(named) if p in CITATIONS]
+
+
 def _description(model: torch.nn.Module, display: str) -> str:
     arch = model.pretrained_cfg.get('architecture', '')
-    if not (timm.models.is_model(arch) and timm.models.model_entrypoint(arch).__module__.startswith('timm_odevit')):
+    display = md_text(display)
+    if not _ours(model):
         return (f"timm's own `{arch}`, trained on {display} with the train.py wrapper of "
                 '`timm_odevit`, not yet published (loading it needs timm only).')
     what = {'ode': 'A continuous-depth Vision Transformer (its depth is an ODE integrated by a solver)',
@@ -229,8 +292,9 @@ def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=N
         label, how = 'trained', f'the weights were trained and are loaded at {loaded}'
     table = '\n'.join(f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} ± "
                       f"{half_width_95(r['top1'], metrics['images']):.2f} |" for r in rows)
+    split = md_text(metrics.get('split', 'test'))
     return (f"\n## Accuracy at other depths\n\nTop-1 (%) of these weights on the same {metrics.get('images')} "
-            f"{metrics.get('split', 'test')} images at other depths ({what}; {how}). Depth is a run-time setting, but "
+            f"{split} images at other depths ({what}; {how}). Depth is a run-time setting, but "
             "accuracy depends on it:\n\n"
             f'| {what} | field evaluations / image | top-1 (95 % binomial interval) |\n|---|---|---|\n{table}\n')
 
@@ -251,10 +315,9 @@ def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info:
     log = f" Every epoch's numbers: [{TRAINING_LOG}]({TRAINING_LOG}) (train.py's own log)." if training_log else ''
     curve = (f'\n## Learning curve\n\n![validation top-1 per epoch]({LEARNING_CURVE})\n\nValidation top-1{weights} on '
              f"the run's validation split during training, epochs counted from 1; the card's top-1 is measured at "
-             f"export on its {metrics.get('split', 'test')} images.{log}\n" if learning_curve else '')
-    papers = [p for p in str(model.pretrained_cfg.get('paper_ids', '')).split(',') if p.strip() in CITATIONS]
+             f"export on its {md_text(metrics.get('split', 'test'))} images.{log}\n" if learning_curve else '')
     grids = _grid_section(model, metrics, (args.get('model_kwargs') or {}).get('train_depth'))
-    citation = '\n\n'.join(CITATIONS[p.strip()] for p in papers)
+    citation = '\n\n'.join(CITATIONS[p] for p in papers(model))
     discrete = family(model) == 'discrete'
     grey = size[0] == 1  # read as timm reads images for a one-channel model
     tag = (repo_id or '').split('/')[-1]
@@ -264,8 +327,9 @@ def model_card(name: str, model: torch.nn.Module, metrics: Dict[str, Any], info:
         data, template_path=str(TEMPLATE), name=name,
         description=_description(model, metrics.get('dataset_name') or data.datasets[0]),
         table='\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info)),
-        train_command=train_command or 'timm train.py via `python -m timm_odevit.train`',
-        recipe=', '.join(f'{k}={args[k]}' for k in RECIPE_KEYS if _shown(k, args)),
+        training=f'\n\n{md_block(train_command, "bash")}\n\n' if train_command and train_command.strip() else
+        ' timm train.py via `python -m timm_odevit.train`\n',
+        recipe=', '.join(md_text(f'{k}={args[k]}') for k in RECIPE_KEYS if _shown(k, args)),
         packaged=packaged, hub=hub, load=tag if packaged else f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
         width=size[2], height=size[1],
         mode='L' if grey else 'RGB', colour='96' if grey else '(128, 96, 64)',

@@ -34,7 +34,7 @@ from typing import List, Optional
 import timm
 from timm.data.readers.img_extensions import get_img_extensions
 
-from ._checks import read_json, write_atomic
+from ._checks import check_dict, is_int, is_real, read_json, read_yaml, write_atomic
 
 RAW_URL = 'https://raw.githubusercontent.com/huggingface/pytorch-image-models/v{version}/{script}'
 
@@ -375,10 +375,9 @@ def _option(rest: List[str], flag: str, config_path: Optional[str], aliases: tup
     probe.add_argument(flag, *aliases, dest=key, default=None)
     value = probe.parse_known_args(rest)[0].__dict__[key]
     if value is None and config_path:
-        import yaml
         try:
-            value = (yaml.safe_load(pathlib.Path(config_path).read_text()) or {}).get(key)
-        except (OSError, yaml.YAMLError, AttributeError):
+            value = read_yaml(config_path).get(key)
+        except ValueError:
             return None  # check_config_keys reports an unreadable config
     return value
 
@@ -408,19 +407,53 @@ def check_auto_augment(aa: Optional[str]) -> None:
                          f'the installed Pillow {PIL.__version__} rejects mid-epoch; cap the magnitude: --aa {aa}-mmax9')
 
 
+KWARGS_KEYS = ('model_kwargs', 'kd_model_kwargs')  # train.py passes them on as **kwargs
+
+
+def read_train_config(path, what: str = '') -> dict:
+    """A train.py ``--config`` YAML file; ValueError naming the file (``what``: how the user gave it, e.g. '--config ';
+    the line of a syntax error) or the key whose value train.py cannot take: :data:`KWARGS_KEYS` must be mappings,
+    :data:`KD_FLAGS` values of their type (a string converted as argparse converts it)."""
+    cfg = read_yaml(path, what)
+    for key in KWARGS_KEYS:
+        if cfg.get(key) is not None:
+            cfg[key] = check_dict(f'{what}{path}: {key}', cfg[key])
+    for key, spec in KD_FLAGS.items():
+        kind, value = spec.get('type'), cfg.get(key)
+        if kind not in (int, float) or value is None:
+            continue
+        try:
+            value = kind(value) if isinstance(value, str) else value
+        except ValueError:
+            pass
+        if not (is_int(value) if kind is int else is_real(value)):
+            kind_name = 'an integer' if kind is int else 'a number'
+            raise ValueError(f'{what}{path}: {key} must be {kind_name}, got {cfg[key]!r}')
+        cfg[key] = value
+    return cfg
+
+
+def check_model_sources(rest: List[str], config_path: Optional[str] = None) -> None:
+    """SystemExit naming the file when --model or --kd-model-name (the command line's, else the config's) is a
+    ``local-dir:`` folder whose config.json builds no model (:func:`timm_odevit.hub.check_model_source`)."""
+    from timm_odevit.hub import check_model_source
+    for flag, aliases in (('--model', ('-m',)), ('--kd-model-name', ())):
+        try:
+            check_model_source(_option(rest, flag, config_path, aliases))
+        except ValueError as e:
+            raise SystemExit(f'error: {flag}: {e}')
+
+
 def check_config_keys(parser: argparse.ArgumentParser, path) -> None:
-    """Raise SystemExit naming the keys of the ``--config`` YAML file at ``path`` that are not
-    options of ``parser`` (train.py would ignore them silently and train with the defaults).
+    """Raise SystemExit naming the ``--config`` YAML file at ``path`` when it cannot be read (:func:`read_train_config`)
+    or has keys that are not options of ``parser`` (train.py would ignore them silently and train with the defaults).
 
     The known keys are the ``dest`` of the parser's actions (``model_kwargs`` for ``--model-kwargs``).
     """
-    import yaml
     try:
-        cfg = yaml.safe_load(pathlib.Path(path).read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise SystemExit(f'error: cannot read --config {path}: {e}')
-    if not isinstance(cfg, dict):
-        raise SystemExit(f'error: --config {path} must be a YAML mapping of option: value, got {type(cfg).__name__}')
+        cfg = read_train_config(path, '--config ')
+    except ValueError as e:
+        raise SystemExit(f'error: {e}')
     known = {a.dest for a in parser._actions if a.dest != argparse.SUPPRESS}
     close = {k: difflib.get_close_matches(str(k).replace('-', '_'), known, n=1) for k in cfg if k not in known}
     if close:
@@ -444,6 +477,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             _wrapper_parser(add_help=True).print_help()
         raise SystemExit(f'error: {e}')
     module = load_script(path)
+    config_path = None
     if script != 'train.py':
         if hasattr(module, 'parser'):
             _wrapper_flags(module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})'))
@@ -454,11 +488,12 @@ def main(argv: Optional[List[str]] = None) -> None:
         _install_tasks(module)
         _install_checkpoint_checks(module)
         _continuous_summary(module)
-        config, _ = module.config_parser.parse_known_args(rest)
-        if config.config:
-            check_config_keys(module.parser, config.config)
-        _check_image_folder(rest, config.config)
-        check_auto_augment(_option(rest, '--aa', config.config))
+        config_path = module.config_parser.parse_known_args(rest)[0].config
+        if config_path:
+            check_config_keys(module.parser, config_path)
+        _check_image_folder(rest, config_path)
+        check_auto_augment(_option(rest, '--aa', config_path))
+    check_model_sources(rest, config_path)
     if not any(a == '--device' or a.startswith('--device=') for a in rest):
         import torch
         if not torch.cuda.is_available():  # train.py defaults to cuda; run on the CPU instead of failing

@@ -32,6 +32,8 @@ import sys
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from timm_odevit._checks import check_output_file
+
 from .atomic import write_atomic
 
 SETTINGS: Dict[str, Tuple[str, ...]] = {
@@ -331,12 +333,14 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     (:func:`epochs_that_fit`, record['epochs']); needs ``data_dir`` (the splits' sizes). ``model_kwargs``: the run's
     ``--model-kwargs``, which replace the config's ``model_kwargs`` whole, as in train.py."""
     import torch
-    import yaml
-    from timm_odevit.train import hardware
+    from timm_odevit.hub import check_model_source
+    from timm_odevit.train import hardware, read_train_config
     log = log or sys.stderr
-    cfg = yaml.safe_load(open(config)) or {}
-    if not isinstance(cfg, dict) or not cfg.get('model'):
+    cfg = read_train_config(config)
+    if not cfg.get('model'):
         raise ValueError(f'{config} is not a train.py config naming a model (key "model")')
+    for key in ('model', 'kd_model_name'):
+        check_model_source(cfg.get(key))
     if hours is not None and not data_dir:
         raise ValueError('--hours sizes the epochs from the splits\' sizes: give --data-dir')
     if hours is not None and not (math.isfinite(hours) and hours > 0):
@@ -522,6 +526,8 @@ def main(argv=None) -> None:
     except ValueError as e:  # ParseKwargs on a word without '='
         p.error(f'--model-kwargs takes key=value words ({e})')
     try:
+        if args.out:  # before the measurement, which a path that cannot be written would lose
+            check_output_file('--out', args.out)
         record = select(args.config, args.data_dir, args.batch_size, args.updates, args.settings, args.tolerance,
                         args.device, min_speedup=args.min_speedup, initial_checkpoint=args.initial_checkpoint,
                         hours=args.hours, model_kwargs=args.model_kwargs)

@@ -205,3 +205,15 @@ def test_torch_compile_compiles_one_graph_per_drawn_depth():
     out.sum().backward()
     assert all(p.grad is not None for p in stack.field.parameters() if p.requires_grad)
     torch._dynamo.reset()
+
+
+def test_compiling_a_drawn_depth_with_fullgraph_says_what_works():
+    """torch.compile(fullgraph=True) cannot compile the draw: the error names train_depth and what compiles."""
+    import timm
+    import timm_odevit  # noqa: F401
+    torch.manual_seed(0)
+    model = timm.create_model('odevit_tiny_cifar', embed_dim=32, num_heads=2, steps=2, train_depth=(1, 2)).train()
+    words = (r'train_depth draws the depth of every training forward in Python.*compile without fullgraph=True.*'
+             r'or train on a fixed grid \(set_train_depth\(None\)\)')
+    with pytest.raises(Exception, match=words):
+        torch.compile(model, fullgraph=True, backend='eager')(torch.randn(2, 3, 32, 32))

@@ -254,3 +254,28 @@ def test_a_default_forward_reads_the_device_once(name, monkeypatch):
 def test_stages_take_numpy_integers():
     model = timm.create_model('bvit_tiny_cifar', stages=np.array([3, 12]))
     assert model.stages == (3, 12) and all(type(s) is int for s in model.stages)  # JSON-serialisable model args
+
+
+def test_a_train_depth_that_makes_no_grid_names_train_depth():
+    """An ODE bViT at h = 4 cannot run horizon 3: the error said 't_end=3 is not a whole number ...' only."""
+    with pytest.raises(ValueError, match=r"train_depth \(3, 9\): its depth 3 \(horizon\) makes no grid of "
+                                         r"method='rk4', steps=3, h=4, t_end=12.*t_end=3 is not a whole number"):
+        timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk4', steps=3, train_depth=(3, 9))
+    model = timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk4', steps=3)
+    with pytest.raises(ValueError, match=r'train_depth \(4, 6\): its depth 5'):
+        model.set_train_depth((4, 6))
+    assert model.train_depth is None
+
+
+def test_stages_beyond_the_grids_time_points_are_warned_about(caplog):
+    """The recurrent example's stages on an RK4 grid of 3 steps: time points 1..3, stages up to 12."""
+    with caplog.at_level('WARNING', logger='timm_odevit.models.bvit'):
+        model = timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk4', steps=3, stages=(3, 6, 9, 12))
+    assert model.stages == (3, 6, 9, 12)
+    assert 'stages (3, 6, 9, 12) lie beyond the 3 time points of this grid' in caplog.text
+    assert 'give stages within 1..3' in caplog.text
+    caplog.clear()
+    with caplog.at_level('WARNING', logger='timm_odevit.models.bvit'):
+        timm.create_model('bvit_tiny_cifar', stages=(3, 6, 9, 12))
+        timm.create_model('bvit_tiny_cifar', regime='ode', solver='rk4', steps=3, stages=(1, 3))
+    assert not caplog.text

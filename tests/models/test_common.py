@@ -39,6 +39,43 @@ def test_bad_architecture_arguments(name, kwargs, words):
         timm.create_model(name, **kwargs)
 
 
+def test_solver_options_that_are_no_mapping_are_named():
+    words = r"solver_options \(torchdiffeq options\) must be a mapping.*got a str: 'x'"
+    for name in MODELS:
+        regime = {'regime': 'ode'} if 'bvit' in name else {}
+        with pytest.raises(ValueError, match=words):
+            timm.create_model(name, solver='dopri5', solver_options='x', **regime)
+
+
+@pytest.mark.parametrize('edit, words', [
+    (lambda c: c.update(num_classes='10'), r"{config}: num_classes must be an integer >= 0, got '10'"),
+    (lambda c: c['model_args'].update(solver_options='x'),
+     r"odevit_tiny_cifar with the model_args of {config}: solver_options \(torchdiffeq options\) must be a mapping"),
+    (lambda c: c['model_args'].update(steps=0), r'odevit_tiny_cifar with the model_args of {config}: steps must be'),
+])
+def test_a_saved_config_that_builds_no_model_names_the_file_and_field(tmp_path, edit, words):
+    """timm's local-dir: loader hands config.json's fields to the model: a bad one names the file ('>=' not supported,
+    or a message without the file, before)."""
+    save_for_hf(timm.create_model('odevit_tiny_cifar', steps=2), tmp_path)
+    config = json.loads((tmp_path / 'config.json').read_text())
+    edit(config)
+    (tmp_path / 'config.json').write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=words.format(config=tmp_path / 'config.json')):
+        timm.create_model(f'local-dir:{tmp_path}', pretrained=True)
+
+
+def test_weights_of_another_architecture_in_a_pretrained_cfg_overlay_are_named():
+    """A bViT's released file given to an ODE-ViT: its config.json's model args went to the ODE-ViT ('unexpected
+    keyword argument stages')."""
+    from timm_odevit.models._common import packaged_weights
+    file = packaged_weights('bvit_tiny_cifar.c10')
+    if not file.is_file():
+        pytest.skip('the packaged bViT weights are not installed')
+    with pytest.raises(ValueError, match=rf"{file.with_name('config.json')} says its weights are of 'bvit_tiny_cifar', "
+                                         r"not of 'odevit_tiny_cifar': create 'bvit_tiny_cifar' with them"):
+        timm.create_model('odevit_tiny_cifar', pretrained=True, pretrained_cfg_overlay=dict(file=str(file)))
+
+
 @pytest.mark.parametrize('value', [math.inf, math.nan, 0, -1])
 def test_depth_scale_must_be_finite_and_positive(value):
     with pytest.raises(ValueError, match='depth_scale must be a finite number > 0'):

@@ -3,6 +3,7 @@ their head reads, and the attention-mass loss reads the teacher's real attention
 import copy
 import logging
 import math
+import re
 
 import pytest
 import timm
@@ -84,6 +85,20 @@ def test_task_weight_above_one_without_distill_weight():
 def test_bad_jasmin_k(k):
     with pytest.raises(ValueError, match=rf'jasmin_k must be an integer >= 2.*got {k!r}'):
         TrajectoryDistillationTask(_student(), _small('vit'), jasmin_weight=1., jasmin_k=k)
+
+
+@pytest.mark.parametrize('epoch', ['x', -1, 1.5, [1]])
+def test_bad_ce_start_epoch_is_named(epoch):
+    """It is compared with the epoch only in training (--kd-ce-start-epoch x from a config: '>=' not supported)."""
+    with pytest.raises(ValueError, match=rf'ce_start_epoch must be an integer >= 0, got {re.escape(repr(epoch))}'):
+        TrajectoryDistillationTask(_student(), _small('vit'), ce_start_epoch=epoch)
+
+
+def test_a_local_dir_teacher_whose_config_json_builds_no_model_is_named(tmp_path):
+    (tmp_path / 'config.json').write_text('{"num_classes": 10}')
+    words = rf'{tmp_path / "config.json"} is not a valid timm config.json \("architecture"'
+    with pytest.raises(ValueError, match=words):
+        TrajectoryDistillationTask(_student(), f'local-dir:{tmp_path}')
 
 
 def test_jasmin_k_above_the_token_count():

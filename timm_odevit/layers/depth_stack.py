@@ -196,7 +196,8 @@ class ContinuousDepthStack(nn.Module):
         (lo, hi), inclusive, with torch's global RNG (under torch.distributed the same depth on every rank, see
         :meth:`_draw_depth`); eval mode and slices use the configured grid. ``dial``: what the depth counts, 'steps'
         (grid steps over [0, t_end]) or 'horizon' (the span [0, depth] at the same step length). None turns it off.
-        torch.compile compiles one graph per drawn depth."""
+        torch.compile compiles one graph per drawn depth; ``fullgraph=True`` cannot compile the draw, a Python choice
+        at run time: compile without it, or train on a fixed grid (train_depth None)."""
         dial = self.train_dial if dial is None else dial
         if dial not in TRAIN_DIALS:
             raise ValueError(f'Unknown train depth dial {dial!r}: choose one of {TRAIN_DIALS}')
@@ -206,7 +207,11 @@ class ContinuousDepthStack(nn.Module):
                 raise ValueError(f'train_depth must be two integers (lo, hi) with 1 <= lo <= hi, got {depth_range!r}')
             depth_range = (int(depth_range[0]), int(depth_range[1]))
             for depth in range(depth_range[0], depth_range[1] + 1):  # each must make a valid grid (max_steps, h)
-                self._depth_config(depth, dial)
+                try:
+                    self._depth_config(depth, dial)
+                except ValueError as e:
+                    raise ValueError(f'train_depth {depth_range}: its depth {depth} ({dial}) makes no grid of '
+                                     f'{self.solver.describe()}: {e}') from None
         self.train_depth, self.train_dial = depth_range, dial
         self._sync_owner(record=True)
 
@@ -438,7 +443,10 @@ class ContinuousDepthStack(nn.Module):
                           'grad checkpointing) in eval mode, set train_depth=None, or for grad checkpointing set '
                           'blocks.grad_checkpointing = True')
 
-    @torch.compiler.disable  # the drawn depth is a Python int: torch.compile compiles one graph per depth
+    # the drawn depth is a Python int: torch.compile compiles one graph per depth (its reason: fullgraph's error)
+    @torch.compiler.disable(reason='train_depth draws the depth of every training forward in Python, which '
+                            'torch.compile(fullgraph=True) cannot compile: compile without fullgraph=True (one graph '
+                            'per drawn depth), or train on a fixed grid (set_train_depth(None))')
     def _drawn_config(self, device: torch.device) -> SolverConfig:
         return self._depth_config(self._draw_depth(device))
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import torch
 from torchdiffeq import odeint, odeint_adjoint
 
-from .._checks import is_int, is_real
+from .._checks import check_dict, is_int, is_real
 
 # method -> (c: stage times, a: stage weights (rows of the lower triangle), b: step weights)
 _EULER = ((0.,), ((),), (1.,))
@@ -187,7 +187,10 @@ def pop_solver_kwargs(kwargs: Dict[str, Any], skip: Sequence[str] = ()) -> Dict[
     """Pop a model's solver keyword arguments (:data:`SOLVER_KWARGS` but ``skip``) from its ``kwargs``: those given and
     not None, as :class:`SolverConfig` fields (``solver`` is the method, ``solver_options`` the options)."""
     fields = {'solver': 'method', 'solver_options': 'options'}
-    return {fields.get(k, k): v for k in SOLVER_KWARGS if k not in skip and (v := kwargs.pop(k, None)) is not None}
+    solver = {fields.get(k, k): v for k in SOLVER_KWARGS if k not in skip and (v := kwargs.pop(k, None)) is not None}
+    if 'options' in solver:  # named as the model calls it (SolverConfig's would say 'options')
+        solver['options'] = check_dict('solver_options (torchdiffeq options)', solver['options'])
+    return solver
 
 
 def rk_step(f: Callable, t: float, h: float, x: torch.Tensor, method: str) -> torch.Tensor:

@@ -13,7 +13,7 @@ from timm.layers import PatchEmbed, register_notrace_function, resample_abs_pos_
 from timm.models import clean_state_dict
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn as vit_checkpoint_filter_fn
 
-from .._checks import check_int, is_int, is_real, read_json
+from .._checks import check_dict, check_int, is_int, is_real, read_json
 from ..layers import ContinuousDepthStack, SolverConfig
 
 _logger = logging.getLogger(__name__)
@@ -229,11 +229,33 @@ def saved_model_args(cfg: Dict[str, Any]) -> Dict[str, Any]:
     if cfg.get('file'):
         weights = pathlib.Path(cfg['file'])
         config = weights.with_name('config.json')
-        return read_json(config).get('model_args', {}) if weights.is_file() and config.is_file() else {}
+        if not (weights.is_file() and config.is_file()):
+            return {}
+        saved = read_json(config)
+        return _own_model_args(cfg, saved.get('architecture'), saved.get('model_args', {}), config)
     if cfg.get('hf_hub_id'):
         from timm.models import load_model_config_from_hf
-        return load_model_config_from_hf(cfg['hf_hub_id'])[2] or {}
+        _, architecture, model_args = load_model_config_from_hf(cfg['hf_hub_id'])
+        return _own_model_args(cfg, architecture, model_args or {}, f'hf-hub:{cfg["hf_hub_id"]} config.json')
     return {}
+
+
+def _own_model_args(cfg: Dict[str, Any], architecture: Optional[str], model_args, source) -> Dict[str, Any]:
+    """The ``model_args`` of the config.json at ``source`` when it describes weights of ``cfg``'s architecture; a
+    ValueError naming the file when they are another model's (e.g. a bViT's file in an ODE-ViT's
+    ``pretrained_cfg_overlay``) or the model args are not a mapping."""
+    if architecture is not None and cfg.get('architecture') not in (None, architecture):
+        raise ValueError(f'{source} says its weights are of {architecture!r}, not of {cfg["architecture"]!r}: create '
+                         f'{architecture!r} with them (or load their folder as local-dir:)')
+    return check_dict(f'{source}: model_args', model_args)
+
+
+def saved_config(cfg) -> Optional[str]:
+    """The config.json a pretrained cfg was read from (``local-dir:`` / ``hf-hub:`` names), for errors; else None."""
+    source = cfg.get('source') if isinstance(cfg, dict) else None
+    if source == 'local-dir':
+        return str(pathlib.Path(cfg.get('file', '.')) / 'config.json')
+    return f'hf-hub:{cfg.get("hf_hub_id")} config.json' if source == 'hf-hub' else None
 
 
 def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) -> nn.Module:
@@ -251,6 +273,9 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
         saved = saved_model_args(resolve_pretrained_cfg(
             variant, kwargs.get('pretrained_cfg'), kwargs.get('pretrained_cfg_overlay')).to_dict())
         kwargs = dict(saved, **kwargs, pretrained_model_args=saved)
+    source = saved_config(kwargs.get('pretrained_cfg'))
+    if isinstance(kwargs.get('pretrained_cfg'), dict) and kwargs['pretrained_cfg'].get('num_classes') is not None:
+        check_int(f'{source or "pretrained_cfg"}: num_classes', kwargs['pretrained_cfg']['num_classes'], 0)
     stage, filter_fn = [], kwargs.pop('pretrained_filter_fn', checkpoint_filter_fn)
 
     def construct(**model_kwargs):  # marks where construction ends and loading the weights starts
@@ -265,6 +290,8 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
     try:
         model = build_model_with_cfg(construct, variant, pretrained, pretrained_filter_fn=load_filter, **kwargs)
     except Exception as e:
+        if not stage and source and type(e) in (ValueError, TypeError):  # the model args come from that file
+            raise type(e)(f'{variant} with the model_args of {source}: {e}') from e
         if not pretrained or len(stage) != 1:
             raise
         cfg = stage[0].pretrained_cfg

@@ -25,6 +25,7 @@ Matched discrete baselines (timm ``VisionTransformer``) are registered beside ea
 ``*_flops_matched`` = T independent blocks of the same width (same FLOPs), ``*_params_matched``
 = 4 blocks at half the width (4·12·(D/2)² = 12·D² block parameters, the bViT's parameter memory).
 """
+import logging
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -43,6 +44,8 @@ from ._common import (
 )
 
 __all__ = ['BViT', 'checkpoint_filter_fn']
+
+_logger = logging.getLogger(__name__)
 
 REGIMES = ('recurrent', 'ode')
 STAGE_HEADS = ('shared', 'separate')
@@ -127,6 +130,11 @@ class BViT(ContinuousDepthViT):
         # horizon, so that the model args save_for_hf records rebuild that model; deep supervision checks the
         # horizon (forward_stages, DeepSupervisionTask). The default, the last point, follows the depth.
         self._stages = None if stages is None else _check_stages(stages)
+        if self._stages is not None and self._stages[-1] > self.num_time_points:
+            _logger.warning(f'stages {self._stages} lie beyond the {self.num_time_points} time points of this grid '
+                            f'({self.blocks.solver.describe()}): stages count grid points, iterations only at step 1, '
+                            'so deep supervision refuses them until the grid reaches them: give stages within '
+                            f'1..{self.num_time_points}, or more steps')
         weights = [1.] * len(self.stages) if stage_weights is None else [float(w) for w in stage_weights]
         if (len(weights) != len(self.stages) or not all(math.isfinite(w) and w >= 0 for w in weights)
                 or sum(weights) <= 0):

@@ -21,7 +21,6 @@ blocks) or ``'random'``.
 import copy
 import functools
 import logging
-import pathlib
 from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
@@ -33,7 +32,7 @@ from timm.utils import freeze as timm_freeze
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
 from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, pop_solver_kwargs, spectral_init_
-from .._checks import read_json
+from .._checks import check_dict
 from ._common import build_continuous_depth_model, cifar_cfg, prune_depth
 
 __all__ = ['odeify']
@@ -129,7 +128,7 @@ def odeify(
         model: nn.Module,
         field: str = 'state_subtracted',
         init: str = 'mean',
-        solver: Optional[Union[SolverConfig, Dict[str, Any]]] = None,
+        solver: Optional[Union[SolverConfig, Dict[str, Any], str]] = None,
         freeze: Sequence[str] = (),
 ) -> VisionTransformer:
     """A copy of a timm ``VisionTransformer`` (vit_*, deit_* incl. distilled, register-token ViTs)
@@ -139,7 +138,7 @@ def odeify(
         model: the discrete ViT (left untouched).
         field: 'state_subtracted' or 'odevit'.
         init: 'block:k', 'mean' or 'random'.
-        solver: SolverConfig or dict of its fields. Default: Euler with L steps over t ∈ [0, L]
+        solver: SolverConfig, dict of its fields, or a method name. Default: Euler with L steps over t ∈ [0, L]
             for 'state_subtracted' (h = 1, the discrete stack's depth), t ∈ [0, 1] for 'odevit'.
         freeze: parts of the kept shell whose weights stay fixed while the field learns, by name: modules
             (``'patch_embed'``, ``'norm'``, ``'head'``; frozen with timm's ``freeze``, batch norms included) or
@@ -167,8 +166,8 @@ def odeify(
         default = SolverConfig(method='euler', steps=depth, t_end=1.0)
     if isinstance(solver, SolverConfig):
         config = solver
-    else:
-        changes = dict(solver or {})
+    else:  # a method name, as the models' solver= kwarg, or SolverConfig fields
+        changes = {'method': solver} if isinstance(solver, str) else check_dict('solver', solver or {})
         if 'steps' in changes and 't_end' not in changes and field == 'state_subtracted':
             changes['t_end'] = default.t_end  # keep the horizon, refine the grid
         config = default.replace(**changes)
@@ -192,7 +191,8 @@ def _base_cfg(base: str) -> Dict[str, Any]:
     ``hf-hub:`` weights (their ``config.json``), as timm's create_model reads it."""
     source, _, where = base.partition(':')
     if source == 'local-dir':
-        return dict(read_json(pathlib.Path(where) / 'config.json').get('pretrained_cfg') or {})
+        from ..hub import read_config
+        return dict(read_config(where).get('pretrained_cfg') or {})
     if source == 'hf-hub':
         return dict(load_model_config_from_hf(where)[0])
     return resolve_pretrained_cfg(base).to_dict()

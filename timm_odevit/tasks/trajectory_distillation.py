@@ -128,6 +128,8 @@ def load_teacher(
     elif checkpoint is not None:
         model = teacher_from_checkpoint(teacher, checkpoint, model_kwargs)
     else:
+        from ..hub import check_model_source
+        check_model_source(teacher)  # a local-dir: config.json named before timm reads it
         kwargs: Dict[str, Any] = {'pretrained': True, **(model_kwargs or {})}
         if num_classes is not None:
             kwargs.setdefault('num_classes', num_classes)
@@ -264,6 +266,7 @@ class TrajectoryDistillationTask(TrainingTask):
         self.attn_mass_weight = check_number('attn_mass_weight', attn_mass_weight)
         self.jasmin_weight = check_number('jasmin_weight', jasmin_weight)
         check_int('jasmin_k', jasmin_k, 2)  # the rank compared with the top probability (reference: 2, 10 free)
+        ce_start_epoch = check_int('ce_start_epoch', ce_start_epoch, 0)
         student = unwrap_model(student_model)
         num_points = _num_time_points(student)
         num_tokens = getattr(getattr(student, 'patch_embed', None), 'num_patches', None)

@@ -208,6 +208,32 @@ def test_command_line_rejects_a_config_without_a_model(tmp_path):
         speed.main(['--config', str(config)])
 
 
+@pytest.mark.parametrize('out, words', [('afile/speed.json', 'afile is a file, not a folder'),
+                                         ('missing/speed.json', 'missing does not exist'),
+                                         ('.', 'is a folder: give the path of a file')])
+def test_an_out_path_that_cannot_be_written_fails_before_measuring(tmp_path, monkeypatch, out, words):
+    """The measurement takes minutes: a --out that cannot be written is named first (it died after them, the
+    measurement lost)."""
+    (tmp_path / 'afile').write_text('')
+    config = tmp_path / 'c.yaml'
+    config.write_text('model: odevit_tiny_cifar\nmodel_kwargs: {steps: 1}\n')
+    monkeypatch.setattr(speed, 'select', lambda *a, **k: pytest.fail('measured before checking --out'))
+    with pytest.raises(SystemExit, match=f'--out {tmp_path / out}: .*{words}' if out != '.' else words):
+        speed.main(['--config', str(config), '--out', str(tmp_path / out)])
+
+
+@pytest.mark.parametrize('text, words', [
+    ('model: odevit_tiny_cifar\nepochs: 1\n  bad: [\n', r'c.yaml, line 3, column 6: not valid YAML'),
+    ('model: odevit_tiny_cifar\nmodel_kwargs: [1, 2]\n', r'c.yaml: model_kwargs must be a mapping of name: value'),
+    ('model: odevit_tiny_cifar\nkd_ce_start_epoch: x\n', r"c.yaml: kd_ce_start_epoch must be an integer, got 'x'"),
+])
+def test_a_config_speed_cannot_read_is_named_with_its_key_or_line(tmp_path, text, words):
+    config = tmp_path / 'c.yaml'
+    config.write_text(text)
+    with pytest.raises(SystemExit, match=words):
+        speed.main(['--config', str(config)])
+
+
 # ---- sizing a cycle to the time left (--hours) ---------------------------------------------------
 def test_epochs_that_fit_count_training_and_every_evaluation():
     # 45,000 images at 75 img/s = 600 s, + EMA and raw weights on 5,000 at 100 img/s = 100 s: 700 s an epoch
