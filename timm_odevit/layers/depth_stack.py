@@ -16,6 +16,7 @@ from torch.utils.checkpoint import checkpoint
 from timm.layers import DropBlock2d, DropPath, register_notrace_module
 
 from .._checks import is_int
+from .._compat import has_global_module_hooks, has_module_hooks
 from .solver import SolverConfig, odeint_grid, rk_step
 
 __all__ = ['ContinuousDepthStack', 'DepthInterval', 'depth_stack', 'active_stochastic_modules', 'explain_non_finite']
@@ -37,17 +38,10 @@ def _check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
         raise ValueError('a continuous-depth stack attends over all tokens and takes no attention masks: drop them')
 
 
-def _hooked(module: nn.Module) -> bool:
-    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                or module._backward_pre_hooks)
-
-
 def _any_hooks(stack: nn.Module) -> bool:
-    """Hooks on an interval of ``stack``, or global module hooks (``torch.nn.modules.module.register_module_*``),
-    which fire on every module call and so on the intervals too."""
-    g = torch.nn.modules.module
-    return any(map(_hooked, stack)) or bool(g._global_forward_hooks or g._global_forward_pre_hooks
-                                             or g._global_backward_hooks or g._global_backward_pre_hooks)
+    """Hooks on an interval of ``stack``, or global module hooks, which fire on every module call and so on the
+    intervals too."""
+    return any(map(has_module_hooks, stack)) or has_global_module_hooks()
 
 
 def _non_finite_parameters(module: Optional[nn.Module], skip: Optional[nn.Module] = None) -> List[str]:
@@ -175,7 +169,7 @@ class ContinuousDepthStack(nn.Module):
         if self.__dict__.get('_parent') is not None:
             raise ValueError("this stack is a slice stack[:n]: change the solver of the model's stack (model.blocks)")
         removed = list(self._modules.values())[config.steps:]
-        hooked = [str(m.index) for m in removed if _hooked(m)]
+        hooked = [str(m.index) for m in removed if has_module_hooks(m)]
         if hooked:
             raise ValueError(f'intervals {", ".join(hooked)} carry hooks and a grid of {config.steps} intervals would '
                              f'remove them: remove their hooks first, or keep at least {int(hooked[-1]) + 1} intervals')
@@ -421,7 +415,7 @@ class ContinuousDepthStack(nn.Module):
         checked; what a training forward integrates."""
         if not (self.training and self.train_depth is not None):
             raise ValueError('drawn_states integrates a drawn depth: call it in training mode with train_depth set')
-        hooked = [str(m.index) for m in self if _hooked(m)]
+        hooked = [str(m.index) for m in self if has_module_hooks(m)]
         if hooked:
             raise self._drawn_error(f'intervals {", ".join(hooked)} carry hooks on')
         cfg, states, nfe = self._drawn_config(x.device), [x], 0

@@ -26,8 +26,9 @@ from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from torch import nn
-from timm.models import create_model, generate_default_cfgs, load_model_config_from_hf, register_model
-from timm.models._builder import resolve_pretrained_cfg
+from timm.models import (
+    create_model, generate_default_cfgs, load_model_config_from_hf, register_model, resolve_pretrained_cfg,
+)
 from timm.layers import LayerScale
 from timm.utils import freeze
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
