@@ -70,6 +70,10 @@ def test_create_model_records_its_kwargs_where_they_are_read():
     vit = timm.create_model('vit_tiny_patch16_224', img_size=32, depth=2)
     assert _compat.recorded_model_args(vit)['depth'] == 2
     assert _compat.recorded_model_args(nn.Linear(2, 2)) == {}
+    model = timm.create_model('odevit_tiny_cifar', steps=3)  # a TimmModelArgs model: create_model records through it
+    assert model.recorded_args['steps'] == 3
+    model.set_solver(method='rk4')
+    assert timm.models.get_model_args(model)['solver'] == 'rk4'  # ... and get_model_args reads through it
 
 
 class _PositionsSeen(_compat.TimmPosEmbed, VisionTransformer):

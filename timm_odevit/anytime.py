@@ -240,7 +240,6 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
     device = model_device if device is None else torch.device(device)
     if device.type != model_device.type or device.index not in (None, model_device.index):
         raise ValueError(f'device={device} but the model is on {model_device}: move it first (model.to(device))')
-    model_args = dict(model._model_args) if isinstance(getattr(model, '_model_args', None), dict) else None
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
     totals = [{'correct': 0, 'images': 0, 'evals': 0, 'seconds': 0.} for _ in specs]
     with torch.no_grad(), eval_mode(model):  # the modes come back after the model's own grid (its interval modules)
@@ -265,9 +264,7 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
                     total['images'] += len(images)
                     total['evals'] += stack.nfe * len(images)
         finally:
-            stack.solver = original
-            if model_args is not None:
-                model._model_args = model_args
+            stack.solver = original  # the model args follow the solver back
     if not totals[0]['images']:
         raise ValueError('the loader yielded no images')
     return [{'grid': label, 'changes': changes, 'nfe': t['evals'] / t['images'],

@@ -57,7 +57,8 @@ def is_private(name: str) -> bool:
 
 def docstring_nodes(tree: ast.Module) -> Set[int]:
     """ids of the ``Expr`` statements that are docstrings of the module, a class or a function."""
-    owners = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    definitions = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    owners = [tree] + [n for n in ast.walk(tree) if isinstance(n, definitions)]
     found = set()
     for owner in owners:
         first = owner.body[0] if owner.body else None
@@ -206,8 +207,9 @@ def upstream_alias_roots(tree: ast.Module) -> Dict[str, str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split('.')[0] in UPSTREAM:
-                    roots[alias.asname or alias.name.split('.')[0]] = alias.name if alias.asname else alias.name.split('.')[0]
+                package = alias.name.split('.')[0]
+                if package in UPSTREAM:
+                    roots[alias.asname or package] = alias.name if alias.asname else package
         elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or '').split('.')[0] in UPSTREAM:
             for alias in node.names:
                 roots[alias.asname or alias.name] = f'{node.module}.{alias.name}'
