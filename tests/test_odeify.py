@@ -75,6 +75,25 @@ def test_mean_init_and_original_untouched():
         torch.testing.assert_close(v, before[k])
 
 
+def test_the_class_is_the_models_under_the_mixin_and_pickles():
+    """odeify's model is an instance of the base's class under ContinuousDepthMixin (that class untouched), which
+    owns pruning and the bookkeeping; it pickles and copies as that class."""
+    import copy
+    import pickle
+    from timm.models.vision_transformer import VisionTransformer
+    from timm_odevit.models.base import ContinuousDepthMixin
+    vit = _vit('vit_tiny_patch16_224')
+    ode = odeify(vit)
+    assert isinstance(ode, type(vit)) and isinstance(ode, ContinuousDepthMixin)
+    assert type(ode).__name__ == 'VisionTransformer'  # the name error messages and repr show
+    assert type(vit) is VisionTransformer and 'prune_intermediate_layers' not in vars(ode)
+    assert type(odeify(_vit('vit_tiny_patch16_224'))) is type(ode)
+    x = torch.randn(1, 3, 224, 224)
+    for twin in (pickle.loads(pickle.dumps(ode)), copy.deepcopy(ode)):
+        assert type(twin) is type(ode) and twin.blocks is not ode.blocks and twin.blocks[1].stack is twin.blocks
+        torch.testing.assert_close(twin(x), ode(x))
+
+
 def test_parameters_fall_from_l_blocks_to_one():
     vit = timm.create_model('vit_small_patch16_224', num_classes=10)
     ode = odeify(vit, init='random')

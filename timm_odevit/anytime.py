@@ -17,6 +17,7 @@ Two ways to spend less compute than the model's grid:
     model = timm.create_model('odevit_tiny_cifar.c10', pretrained=True).eval()
     pred, logits, nfe, steps = early_exit(model, images, rule=Settled(patience=2) | Confident(0.9))
 """
+import contextlib
 import math
 import time
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -25,7 +26,6 @@ import torch
 from torch import nn
 
 from ._checks import check_int, is_int, is_real
-from .evaluation import eval_mode
 from .layers.depth_stack import ContinuousDepthStack, depth_stack
 from .models._common import embed_tokens
 
@@ -33,6 +33,19 @@ __all__ = [
     'ExitRule', 'Settled', 'Confident', 'Readout', 'EarlyExit', 'early_exit',
     'accuracy_at_budgets', 'best_grid_for_budget',
 ]
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module):
+    """Eval mode for the duration (dropout off: deterministic), then every module's own mode back, by name: the
+    interval modules that a grid change replaced on the way get the mode of those they replaced."""
+    modes = {name: m.training for name, m in model.named_modules()}
+    model.eval()
+    try:
+        yield model
+    finally:
+        for name, m in model.named_modules():
+            m.training = modes.get(name, modes[''])
 
 
 # ---- exit rules ----------------------------------------------------------------------------------
@@ -254,7 +267,6 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
     device = model_device if device is None else torch.device(device)
     if device.type != model_device.type or device.index not in (None, model_device.index):
         raise ValueError(f'device={device} but the model is on {model_device}: move it first (model.to(device))')
-    model_args = dict(model._model_args) if isinstance(getattr(model, '_model_args', None), dict) else None
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
     totals = [{'correct': 0, 'images': 0, 'evals': 0, 'seconds': 0.} for _ in specs]
     with torch.no_grad(), eval_mode(model):  # the modes come back after the model's own grid (its interval modules)
@@ -279,9 +291,7 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
                     total['images'] += len(images)
                     total['evals'] += stack.nfe * len(images)
         finally:
-            stack.solver = original
-            if model_args is not None:
-                model._model_args = model_args
+            stack.solver = original  # the model args follow the solver back
     if not totals[0]['images']:
         raise ValueError('the loader yielded no images')
     return [{'grid': label, 'changes': changes, 'nfe': t['evals'] / t['images'],

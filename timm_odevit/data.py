@@ -17,11 +17,28 @@ import json
 import os
 import pathlib
 import random
+from typing import List, Tuple
 
 from ._checks import read_json, replaced_folder
 
 SETTINGS_FILE = 'holdout.json'
 _16_BIT_MODES = ('I;16', 'I;16L', 'I;16B', 'I;16N')
+
+
+def image_folder(data_dir, split: str) -> Tuple[List[str], List[Tuple[str, int]]]:
+    """(classes, [(image path, class index)]) of ``data_dir/split`` as timm's ImageFolder reader sees it;
+    ValueError naming the folder when it is missing, empty, or holds images outside class folders."""
+    from timm.data.readers.reader_image_folder import find_images_and_targets
+    folder = pathlib.Path(data_dir) / split
+    if not folder.is_dir():
+        raise ValueError(f'no split {split!r}: {folder} is not a folder; give an ImageFolder root DIR/{split}/<class>/')
+    samples, class_to_idx = find_images_and_targets(str(folder))
+    if not samples:
+        raise ValueError(f'no images in {folder}: expected {folder}/<class>/<image> with timm\'s image extensions')
+    if '' in class_to_idx:
+        loose = next(path for path, target in samples if target == class_to_idx[''])
+        raise ValueError(f'{folder} holds images outside class folders (e.g. {loose}): move them to {folder}/<class>/')
+    return sorted(class_to_idx, key=class_to_idx.get), samples
 
 
 def open_rgb(path) -> 'PIL.Image.Image':
@@ -74,7 +91,6 @@ def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dic
     if val_per_class < 1:
         raise ValueError(f'val_per_class must be >= 1, got {val_per_class}')
     from timm.data.readers.img_extensions import get_img_extensions
-    from .evaluation import image_folder
     src, dst = pathlib.Path(src).resolve(), pathlib.Path(dst).resolve()
     train = src / 'train'
     classes, samples = image_folder(src, 'train')  # timm's reader: its image extensions, class = leaf folder

@@ -13,7 +13,8 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple
 import torch
 
 from ._checks import check_int, is_int, is_real
-from .data import open_rgb
+from .anytime import accuracy_at_budgets, eval_mode
+from .data import image_folder, open_rgb
 
 DEFAULT_GRIDS = (2, 3, 4, 6, 8, 12, 16, 24)  # Euler steps of an ODE model / iterations of a recurrent one
 DATA_KEYS = ('input_size', 'interpolation', 'mean', 'std', 'crop_pct', 'crop_mode')
@@ -22,22 +23,6 @@ CROP_MODES = ('center', 'squash', 'border')  # timm's; another is silently taken
 
 
 # ---- data --------------------------------------------------------------------------------------------
-def image_folder(data_dir, split: str) -> Tuple[List[str], List[Tuple[str, int]]]:
-    """(classes, [(image path, class index)]) of ``data_dir/split`` as timm's ImageFolder reader sees it;
-    ValueError naming the folder when it is missing, empty, or holds images outside class folders."""
-    from timm.data.readers.reader_image_folder import find_images_and_targets
-    folder = pathlib.Path(data_dir) / split
-    if not folder.is_dir():
-        raise ValueError(f'no split {split!r}: {folder} is not a folder; give an ImageFolder root DIR/{split}/<class>/')
-    samples, class_to_idx = find_images_and_targets(str(folder))
-    if not samples:
-        raise ValueError(f'no images in {folder}: expected {folder}/<class>/<image> with timm\'s image extensions')
-    if '' in class_to_idx:
-        loose = next(path for path, target in samples if target == class_to_idx[''])
-        raise ValueError(f'{folder} holds images outside class folders (e.g. {loose}): move them to {folder}/<class>/')
-    return sorted(class_to_idx, key=class_to_idx.get), samples
-
-
 def short(items, n: int = 4) -> str:
     items = list(items)
     return str(items[:n])[:-1] + (f', … {len(items)} in all]' if len(items) > n else ']')
@@ -115,19 +100,6 @@ def batches(loader: Iterable) -> Iterable:
         raise ValueError(str(e).strip().splitlines()[-1].removeprefix('ValueError: ')) from None
 
 
-@contextlib.contextmanager
-def eval_mode(model: torch.nn.Module):
-    """Eval mode for the duration (dropout off: deterministic), then every module's own mode back, by name: the
-    interval modules that a grid change replaced on the way get the mode of those they replaced."""
-    modes = {name: m.training for name, m in model.named_modules()}
-    model.eval()
-    try:
-        yield model
-    finally:
-        for name, m in model.named_modules():
-            m.training = modes.get(name, modes[''])
-
-
 # ---- accuracy ----------------------------------------------------------------------------------------------
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_size: int = 250,
@@ -177,7 +149,6 @@ def evaluate_grids(model: torch.nn.Module, data_dir: str, split: str = 'test', g
     """Top-1 (%) of a continuous-depth model at each depth of ``grids`` (steps of its solver's method, iterations of
     a recurrence) on an ImageFolder split: :func:`timm_odevit.anytime.accuracy_at_budgets` over the model's own eval
     preprocessing. Returns ``[{'grid', 'depth', 'nfe', 'top1'}, ...]``; the model's own grid is restored."""
-    from .anytime import accuracy_at_budgets
     grids = check_grids(grids)
     _, loader = eval_loader([model], data_dir, split, batch_size, workers)
     rows = accuracy_at_budgets(model.to(torch.device(device)), batches(loader), grids=grids)  # restores the modes

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional
 import timm
 import torch
 
+from ._compat import cpu_flash_attention_op
 from .models._common import packaged_weights
 
 LEARNING_CURVE = 'learning_curve.png'
@@ -87,7 +88,7 @@ def gmacs(model: torch.nn.Module) -> float:
     mode), attention products included: torch's counter has no formula for its CPU attention kernel, so it gets
     torch's own ``sdpa`` count."""
     from torch.utils import flop_counter
-    cpu_kernel = getattr(torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None)  # torch >= 2.2
+    cpu_kernel = cpu_flash_attention_op()
     count = {cpu_kernel: lambda q, k, v, *args, **kwargs: flop_counter.sdpa_flop_count(q, k, v)} if cpu_kernel else {}
     with flop_counter.FlopCounterMode(display=False, custom_mapping=count) as counter, torch.no_grad():
         model.eval()(torch.zeros(1, *model.pretrained_cfg.get('input_size', (3, 32, 32))))

@@ -35,6 +35,7 @@ import timm
 from timm.data.readers.img_extensions import get_img_extensions
 
 from ._checks import check_dict, is_int, is_real, read_json, read_yaml, write_atomic
+from ._compat import parser_actions, replace_train_parse_args
 
 RAW_URL = 'https://raw.githubusercontent.com/huggingface/pytorch-image-models/v{version}/{script}'
 
@@ -138,7 +139,7 @@ def _wrapper_flags(parser) -> None:
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     """timm_odevit's flags, added to train.py's own parser (and its --config YAML keys)."""
     from timm.utils import ParseKwargs
-    for action in parser._actions:
+    for action in parser_actions(parser):
         if '--kd-distill-type' in action.option_strings and 'trajectory' not in action.choices:
             action.choices = list(action.choices) + ['trajectory']
             action.help = (action.help or '') + " 'trajectory': timm_odevit trajectory distillation."
@@ -171,7 +172,7 @@ def check_distillation_args(args) -> None:
 def _install_tasks(module) -> None:
     """Route train.py's task construction to timm_odevit's tasks where they apply."""
     from timm_odevit.tasks import DeepSupervisionTask, TrajectoryDistillationTask
-    original_parse, classification = module._parse_args, module.ClassificationTask
+    classification = module.ClassificationTask
     state = {}
 
     def parse_args():
@@ -199,7 +200,7 @@ def _install_tasks(module) -> None:
         return TrajectoryDistillationTask(student_model, teacher_model, **flags)
 
     feature_distillation = module.FeatureDistillationTask
-    module._parse_args = parse_args
+    original_parse = replace_train_parse_args(module, parse_args)  # the one parse_args calls
     module.ClassificationTask = classification_task
     module.FeatureDistillationTask = feature_task
 
@@ -373,7 +374,7 @@ def _option(rest: List[str], flag: str, config_path: Optional[str], aliases: tup
     key = flag.lstrip('-').replace('-', '_')
     probe = argparse.ArgumentParser(add_help=False)
     probe.add_argument(flag, *aliases, dest=key, default=None)
-    value = probe.parse_known_args(rest)[0].__dict__[key]
+    value = getattr(probe.parse_known_args(rest)[0], key)
     if value is None and config_path:
         try:
             value = read_yaml(config_path).get(key)
@@ -454,7 +455,7 @@ def check_config_keys(parser: argparse.ArgumentParser, path) -> None:
         cfg = read_train_config(path, '--config ')
     except ValueError as e:
         raise SystemExit(f'error: {e}')
-    known = {a.dest for a in parser._actions if a.dest != argparse.SUPPRESS}
+    known = {a.dest for a in parser_actions(parser) if a.dest != argparse.SUPPRESS}
     close = {k: difflib.get_close_matches(str(k).replace('-', '_'), known, n=1) for k in cfg if k not in known}
     if close:
         hints = [f'{k!r}' + (f' (did you mean {c[0]!r}?)' if c else '') for k, c in close.items()]

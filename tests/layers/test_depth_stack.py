@@ -36,7 +36,7 @@ def test_the_intervals_are_the_methods_own_solution_at_the_grid_points(method):
         for i, interval in enumerate(stack):
             z = interval(z)
             assert torch.equal(z, states[i]), i
-        assert stack.nfe == nfe > 0 and stack.__dict__['_walk'] is None
+        assert stack.nfe == nfe > 0 and stack.shared.walk is None
         assert torch.equal(stack(x), states[-1]) and stack.nfe == nfe
 
 
@@ -49,9 +49,9 @@ def test_an_interval_given_another_state_starts_a_new_solve_there(method):
         restart = torchdiffeq.odeint(stack.field, full[0] * 1.5, stack.solver.grid(dtype=torch.float64)[1:],
                                      method=method, rtol=1e-3, atol=1e-4)
         torch.testing.assert_close(z, restart[1], rtol=1e-12, atol=1e-12)
-        assert stack.__dict__['_walk'] is not None  # the rest of that solve, until the walk ends
+        assert stack.shared.walk is not None  # the rest of that solve, until the walk ends
         stack[3](stack[2](z))
-        assert stack.__dict__['_walk'] is None
+        assert stack.shared.walk is None
 
 
 class RampField(torch.nn.Module):

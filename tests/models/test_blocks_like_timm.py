@@ -182,10 +182,11 @@ def test_an_fx_extractor_runs_the_intervals_it_traced_on_todays_grid():
 @pytest.mark.parametrize('name', ['odevit', 'odeified'])
 def test_pruning_keeps_feature_info_recorded_args_and_export_in_step(name, tmp_path):
     model, x = _model(name), _x()
+    stack = model.blocks
     full = model.forward_intermediates(x, indices=[1], intermediates_only=True)[0]
     model.prune_intermediate_layers(indices=[1])
     assert len(model.blocks) == 2 and len(model.feature_info) == 2
-    assert model.blocks.__dict__['_owner'] is model
+    assert model.blocks is stack  # cut in place
     torch.testing.assert_close(model.forward_intermediates(x, indices=[1], intermediates_only=True)[0], full)
     if name == 'odevit':
         assert model._model_args['t_end'] == pytest.approx(0.5)
@@ -198,7 +199,8 @@ def test_pruning_keeps_feature_info_recorded_args_and_export_in_step(name, tmp_p
         torch.testing.assert_close(reloaded.forward_features(x), model.forward_features(x))
     else:
         twin = copy.deepcopy(model)
-        assert twin.prune_intermediate_layers.args[0] is twin
+        twin.prune_intermediate_layers(indices=[0])  # the copy's own stack, not the original's
+        assert len(twin.blocks) == len(twin.feature_info) == 1 and len(model.blocks) == 2
 
 
 # ---- grad checkpointing --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from torch.utils.checkpoint import checkpoint
 from timm.layers import DropBlock2d, DropPath, register_notrace_module
 
 from .._checks import is_int
+from .._compat import has_global_module_hooks, has_module_hooks
 from .solver import SolverConfig, odeint_grid, rk_step
 
 __all__ = ['ContinuousDepthStack', 'DepthInterval', 'depth_stack', 'active_stochastic_modules', 'explain_non_finite']
@@ -37,17 +38,10 @@ def _check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
         raise ValueError('a continuous-depth stack attends over all tokens and takes no attention masks: drop them')
 
 
-def _hooked(module: nn.Module) -> bool:
-    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                or module._backward_pre_hooks)
-
-
 def _any_hooks(stack: nn.Module) -> bool:
-    """Hooks on an interval of ``stack``, or global module hooks (``torch.nn.modules.module.register_module_*``),
-    which fire on every module call and so on the intervals too."""
-    g = torch.nn.modules.module
-    return any(map(_hooked, stack)) or bool(g._global_forward_hooks or g._global_forward_pre_hooks
-                                             or g._global_backward_hooks or g._global_backward_pre_hooks)
+    """Hooks on an interval of ``stack``, or global module hooks, which fire on every module call and so on the
+    intervals too."""
+    return any(map(has_module_hooks, stack)) or has_global_module_hooks()
 
 
 def _non_finite_parameters(module: Optional[nn.Module], skip: Optional[nn.Module] = None) -> List[str]:
@@ -67,8 +61,13 @@ def explain_non_finite(x0: torch.Tensor, field: nn.Module, config: SolverConfig,
                                   'init_weights() after to_empty, or lower the lr if training diverged')
     if not bool(torch.isfinite(x0).all()):
         bad = _non_finite_parameters(model, skip=field)
-        cause = (f'the model\'s weights hold NaN/Inf ({", ".join(bad)})' if bad else
-                 'the input images hold NaN/Inf (check torch.isfinite(images).all())')
+        if bad:
+            cause = f'the model\'s weights hold NaN/Inf ({", ".join(bad)})'
+        elif model is None:  # a stack called outside its model's forward: the weights before it are not known here
+            cause = ('the input images hold NaN/Inf (check torch.isfinite(images).all()), or the weights before the '
+                     'depth do')
+        else:
+            cause = 'the input images hold NaN/Inf (check torch.isfinite(images).all())'
         return FloatingPointError(f'the state entering the ODE already holds NaN/Inf, so the dynamics are not the '
                                   f'cause: {cause}')
     device = x0.device.type
@@ -83,10 +82,19 @@ def explain_non_finite(x0: torch.Tensor, field: nn.Module, config: SolverConfig,
                               'so use more steps, a stabler solver or a smaller depth scale (or check_finite=False)')
 
 
-class _Stats:
-    """Counters shared by a stack and its slices ``stack[:n]`` (timm runs slices in forward_intermediates)."""
-    nfe = walked = 0
-    last_interval: Optional[int] = None
+class SharedDepthState:
+    """What a stack shares with its slices ``stack[:n]`` (timm runs slices in forward_intermediates) and its
+    intervals: the stack itself (``root``), the counters of the last forward, the rest of an ``odeint`` solve that
+    the next interval continues (``walk``) and, while a model's forward runs, the finiteness checks left to it
+    (``deferred``)."""
+
+    def __init__(self, root: 'ContinuousDepthStack'):
+        self.root = root
+        self.nfe = 0
+        self.walked = 0
+        self.last_interval: Optional[int] = None
+        self.walk: Optional[tuple] = None
+        self.deferred: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
 
 
 @register_notrace_module  # a leaf in torch.fx graphs: node 'blocks.i' is the state X(t_{i+1})
@@ -98,28 +106,37 @@ class DepthInterval(nn.Module):
     the end of the grid in one ``odeint`` call and returns X(t_{i+1}); the next interval, given that very tensor,
     returns the same solve's next state (the method's history and step size carry over), any other tensor (e.g.
     one a hook returned) starts a new solve there. Interval 0 registers the shared field (``blocks.0.field.*``), so
-    timm's ViT ``group_matcher`` (``^blocks\\.(\\d+)``) puts it between stem and head; ``self.stack`` is a plain
-    reference, not a child module.
+    timm's ViT ``group_matcher`` (``^blocks\\.(\\d+)``) puts it between stem and head; ``self.stack`` is reached
+    through ``self.shared`` (:class:`SharedDepthState`), not a child module.
     """
 
-    def __init__(self, stack: 'ContinuousDepthStack', index: int, field: Optional[nn.Module] = None):
+    def __init__(self, shared: SharedDepthState, index: int, field: Optional[nn.Module] = None):
         super().__init__()
-        self.__dict__['stack'] = stack
+        self.shared = shared
         self.index = index
         if field is not None:
             self.field = field
+
+    @property
+    def stack(self) -> 'ContinuousDepthStack':
+        """The stack this interval belongs to."""
+        return self.shared.root
+
+    def __prepare_scriptable__(self):
+        """torch.jit.script calls this on every submodule first (an FX graph module's intervals too)."""
+        return self.stack.__prepare_scriptable__()
 
     def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
                 is_causal: bool = False) -> torch.Tensor:
         _check_no_mask(attn_mask, is_causal)
         stack = self.stack
-        if stack._modules.get(str(self.index)) is not self:
+        if getattr(stack, str(self.index), None) is not self:
             raise RuntimeError(f'interval {self.index} was removed by a grid change to {len(stack)} intervals: take '
                                'model.blocks[i] again, or trace the torch.fx graph again')
         if self.training and stack.train_depth is not None:
             raise stack._drawn_error(f'interval {self.index} steps through')
         out = stack._run_interval(x, self.index)
-        return stack.checked(x, out) if stack.__dict__.get('_deferred') is None else out
+        return stack.checked(x, out) if self.shared.deferred is None else out
 
     def extra_repr(self) -> str:
         h = self.stack.solver.h
@@ -145,12 +162,13 @@ class ContinuousDepthStack(nn.Module):
 
     train_depth: Optional[Tuple[int, int]] = None  # class default: slices stack[:n] train on their own grid
     train_dial: str = 'steps'
+    _shared_draw: Optional[random.Random] = None  # under torch.distributed, see _draw_depth
 
     def __init__(self, field: nn.Module, solver: Optional[SolverConfig] = None):
         super().__init__()
-        self._modules['0'] = DepthInterval(self, 0, field)
+        self.shared = SharedDepthState(self)
+        super().add_module('0', DepthInterval(self.shared, 0, field))
         self.grad_checkpointing = False
-        self.__dict__.update(_stats=_Stats(), _parent=None, _walk=None)
         self.solver = solver if solver is not None else SolverConfig()
 
     def __prepare_scriptable__(self):
@@ -162,29 +180,30 @@ class ContinuousDepthStack(nn.Module):
     @property
     def field(self) -> nn.Module:
         """The shared vector field (registered once, as ``0.field``)."""
-        return self._modules['0'].field
+        return self[0].field
 
     @property
     def solver(self) -> SolverConfig:
-        return self.__dict__['_solver']
+        return self._solver
 
     @solver.setter
     def solver(self, config: SolverConfig) -> None:
         if not isinstance(config, SolverConfig):
             raise TypeError(f'solver must be a SolverConfig, got {type(config).__name__}: build a SolverConfig()')
-        if self.__dict__.get('_parent') is not None:
+        if self.shared.root is not self:
             raise ValueError("this stack is a slice stack[:n]: change the solver of the model's stack (model.blocks)")
-        removed = list(self._modules.values())[config.steps:]
-        hooked = [str(m.index) for m in removed if _hooked(m)]
+        intervals = list(self.children())
+        removed = intervals[config.steps:]
+        hooked = [str(m.index) for m in removed if has_module_hooks(m)]
         if hooked:
             raise ValueError(f'intervals {", ".join(hooked)} carry hooks and a grid of {config.steps} intervals would '
                              f'remove them: remove their hooks first, or keep at least {int(hooked[-1]) + 1} intervals')
-        self.__dict__.update(_solver=config, _walk=None)
+        self._solver = config
+        self.shared.walk = None
         for m in removed:
-            del self._modules[str(m.index)]
-        for i in range(len(self._modules), config.steps):
-            self._modules[str(i)] = DepthInterval(self, i).train(self.training)
-        self._sync_owner(record=True)
+            delattr(self, str(m.index))
+        for i in range(len(intervals), config.steps):
+            super().add_module(str(i), DepthInterval(self.shared, i).train(self.training))
 
     def set_solver(self, **changes) -> SolverConfig:
         """Change solver settings (method, steps, step_size, t_end, rtol, atol, adjoint, ...); returns the new config."""
@@ -212,8 +231,8 @@ class ContinuousDepthStack(nn.Module):
                 except ValueError as e:
                     raise ValueError(f'train_depth {depth_range}: its depth {depth} ({dial}) makes no grid of '
                                      f'{self.solver.describe()}: {e}') from None
-        self.train_depth, self.train_dial = depth_range, dial
-        self._sync_owner(record=True)
+        self.train_depth = depth_range
+        self.train_dial = dial
 
     def _depth_config(self, depth: int, dial: Optional[str] = None) -> SolverConfig:
         """The solver at ``depth`` on the training dial (see :meth:`set_train_depth`)."""
@@ -240,16 +259,7 @@ class ContinuousDepthStack(nn.Module):
     @property
     def nfe(self) -> int:
         """Field evaluations of the last forward (the adjoint's backward evaluations not counted)."""
-        return self._stats.nfe
-
-    # ---- the model that holds this stack as its blocks ----------------------------------------
-    def attach(self, model: nn.Module) -> 'ContinuousDepthStack':
-        """Keep ``model.feature_info`` (one entry per interval, ``blocks.i``) and the model's recorded
-        construction args (``model._model_args``, what timm's save_for_hf exports) in step with
-        later solver changes. ``model.depth_model_args(args)``, if defined, renames the args."""
-        self.__dict__['_owner'] = model
-        self._sync_owner(record=False)
-        return self
+        return self.shared.nfe
 
     def model_args(self) -> dict:
         """The solver settings as model kwargs (None = drop the kwarg)."""
@@ -259,30 +269,12 @@ class ContinuousDepthStack(nn.Module):
                     solver_options=dict(cfg.options) or None,
                     train_depth=list(self.train_depth) if self.train_depth else None)
 
-    def owner_model_args(self) -> dict:
-        """:meth:`model_args` as the owning model's kwargs (a bViT names the ODE horizon ``iterations``)."""
-        args, owner = self.model_args(), self.__dict__.get('_owner')
-        return owner.depth_model_args(args) if hasattr(owner, 'depth_model_args') else args
-
-    def _sync_owner(self, record: bool) -> None:
-        owner = self.__dict__.get('_owner')
-        if owner is None or owner._modules.get('blocks') is not self:
-            return
-        embed = owner.patch_embed
-        reduction = embed.feat_ratio() if hasattr(embed, 'feat_ratio') else embed.patch_size
-        owner.feature_info = [dict(module=f'blocks.{i}', num_chs=owner.embed_dim, reduction=reduction)
-                              for i in range(len(self))]
-        if record:
-            args = self.owner_model_args()
-            recorded = dict(getattr(owner, '_model_args', {}), **args)
-            owner._model_args = {k: v for k, v in recorded.items() if args.get(k, k) is not None}
-
     # ---- timm's view: a sequence of blocks ------------------------------------------------------
     def __len__(self) -> int:
         return self.solver.steps
 
     def __iter__(self) -> Iterator[DepthInterval]:
-        return iter([self._modules[str(i)] for i in range(len(self))])
+        return iter([getattr(self, str(i)) for i in range(len(self))])
 
     def __getitem__(self, item: Union[int, slice]) -> Union[DepthInterval, 'ContinuousDepthStack']:
         if isinstance(item, slice):
@@ -292,7 +284,7 @@ class ContinuousDepthStack(nn.Module):
             return self._view(stop)
         if not is_int(item) or not -len(self) <= item < len(self):
             raise IndexError(f'interval index {item!r} out of range for {len(self)} intervals')
-        return self._modules[str(range(len(self))[item])]
+        return getattr(self, str(range(len(self))[item]))
 
     def _not_editable(self, edit: str, *args):
         raise TypeError(f'{edit} cannot edit a ContinuousDepthStack, whose intervals are grid steps of one shared '
@@ -300,11 +292,11 @@ class ContinuousDepthStack(nn.Module):
 
     def add_module(self, name: str, module: Optional[nn.Module]) -> None:
         # re-adding a child as itself is what module converters do (torch's convert_sync_batchnorm, train.py --sync-bn)
-        if self._modules.get(name) is not module or module is None:
+        if dict(self.named_children()).get(name) is not module or module is None:
             self._not_editable(f'add_module({name!r}, ...)')
 
     def __setattr__(self, name: str, value) -> None:
-        if isinstance(value, nn.Module) and self._modules.get(name) is not value:
+        if isinstance(value, nn.Module) and dict(self.named_children()).get(name) is not value:
             self._not_editable(f'setting a module attribute ({name!r})')
         super().__setattr__(name, value)
 
@@ -312,13 +304,15 @@ class ContinuousDepthStack(nn.Module):
         """The first n intervals: the same interval modules, a truncated solver, shared counters."""
         view = ContinuousDepthStack.__new__(ContinuousDepthStack)
         nn.Module.__init__(view)
-        view._modules.update((str(i), self._modules[str(i)]) for i in range(n))
-        view.__dict__.update(_solver=self.solver.truncated(n), _parent=self._root(), _stats=self._stats,
-                             grad_checkpointing=self.grad_checkpointing)
+        for i in range(n):
+            nn.Module.add_module(view, str(i), self[i])
+        view.shared = self.shared
+        view._solver = self.solver.truncated(n)
+        view.grad_checkpointing = self.grad_checkpointing
         return view
 
     def _root(self) -> 'ContinuousDepthStack':
-        return self.__dict__.get('_parent') or self
+        return self.shared.root
 
     # ---- integration ----------------------------------------------------------------------------
     def _f(self, t, x: torch.Tensor) -> torch.Tensor:
@@ -350,51 +344,66 @@ class ContinuousDepthStack(nn.Module):
             states = odeint_grid(lambda s, z: evals.append(1) or self._f(s, z), x, t, cfg, self.field.parameters(),
                                  end_only)
         except FloatingPointError as e:
-            raise explain_non_finite(x, self.field, cfg, self._root().__dict__.get('_owner'), e) from None
+            raise explain_non_finite(x, self.field, cfg, error=e) from None
         return list(states), len(evals)
 
     def _run_interval(self, x: torch.Tensor, i: int) -> torch.Tensor:
-        walk, grad = self.__dict__.get('_walk'), torch.is_grad_enabled()
+        shared = self.shared
+        walk = shared.walk
+        grad = torch.is_grad_enabled()
         if walk is not None and walk[0] == i and walk[1] == grad and walk[2] is x:
-            states, evals = walk[3], 0
+            states = walk[3]
+            evals = 0
         else:
             states, evals = self._advance(x, i, self.solver)
-        self.__dict__['_walk'] = (i + 1, grad, states[0], states[1:]) if len(states) > 1 else None
-        stats = self._stats
-        if self.__dict__.get('_deferred') is not None:  # walked by the stack, which sets nfe at the end
-            stats.walked += evals
+        shared.walk = (i + 1, grad, states[0], states[1:]) if len(states) > 1 else None
+        if shared.deferred is not None:  # walked by the stack, which sets nfe at the end
+            shared.walked += evals
         else:
-            stats.nfe = evals + (stats.nfe if i > 0 and stats.last_interval == i - 1 else 0)
-            stats.last_interval = i
+            shared.nfe = evals + (shared.nfe if i > 0 and shared.last_interval == i - 1 else 0)
+            shared.last_interval = i
         return states[0]
 
     def _walk_intervals(self, x: torch.Tensor, stop: int) -> List[torch.Tensor]:
         """X(t_1) … X(t_stop) through the interval modules, the last checked once."""
-        root, x0, states = self._root(), x, []
-        outer, self._stats.walked = root.__dict__.get('_deferred'), 0
-        root.__dict__['_deferred'] = outer if outer is not None else []  # the intervals leave the check to us
+        shared = self.shared
+        x0 = x
+        states = []
+        outer = shared.deferred
+        shared.walked = 0
+        shared.deferred = outer if outer is not None else []  # the intervals leave the check to us
         try:
             for i in range(stop):
                 x = self[i](x)
                 states.append(x)
         finally:
-            root.__dict__['_deferred'] = outer
-        self._stats.nfe, self._stats.last_interval = self._stats.walked, None
+            shared.deferred = outer
+        shared.nfe = shared.walked
+        shared.last_interval = None
         self.checked(x0, x)
         return states
 
     def checked(self, x0: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out`` after its finiteness check (one device sync) when ``check_finite`` is on, in eager mode; deferred
-        to the owning model's check of its logits while the model's forward runs."""
-        root = self._root()
+        to the owning model's check of its logits while the model's forward runs (:meth:`defer_checks`)."""
         if (not self.solver.check_finite or torch.compiler.is_compiling() or torch.compiler.is_exporting()
                 or isinstance(out, torch.fx.Proxy) or out.is_meta):
             return out
-        if root.__dict__.get('_deferred') is not None:
-            root.__dict__['_deferred'].append((x0, out))
+        if self.shared.deferred is not None:
+            self.shared.deferred.append((x0, out))
         elif not bool(torch.isfinite(out.detach()).all()):
-            raise explain_non_finite(x0, self.field, self.solver, root.__dict__.get('_owner'))
+            raise explain_non_finite(x0, self.field, self.solver)
         return out
+
+    def defer_checks(self) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+        """Leave the finiteness checks of final states to the caller until :meth:`end_deferred_checks`: the returned
+        list collects (X(0), final state) pairs (a model checks them with its logits, one device sync)."""
+        self.shared.deferred = []
+        return self.shared.deferred
+
+    def end_deferred_checks(self) -> None:
+        """Check final states here again (:meth:`defer_checks`)."""
+        self.shared.deferred = None
 
     def trajectory(self, x: torch.Tensor, indices: Sequence[int]) -> torch.Tensor:
         """States at time points ``indices`` (0-based, increasing: index i is t_{i+1}) from X(0),
@@ -416,8 +425,8 @@ class ContinuousDepthStack(nn.Module):
         if cfg.adjoint and cfg.evals_per_step and torch.is_grad_enabled() and not _any_hooks(self):
             # one adjoint solve that keeps only X(t_end) for backward: memory O(1) in the steps (walking the
             # intervals keeps every grid state); the intervals run when hooks on them (or global ones) are to fire
-            states, self._stats.nfe = self._advance(x, 0, cfg, end_only=True)
-            self._stats.last_interval = None
+            states, self.shared.nfe = self._advance(x, 0, cfg, end_only=True)
+            self.shared.last_interval = None
             return self.checked(x, states[-1])
         return self._walk_intervals(x, len(self))[-1]
 
@@ -426,14 +435,15 @@ class ContinuousDepthStack(nn.Module):
         checked; what a training forward integrates."""
         if not (self.training and self.train_depth is not None):
             raise ValueError('drawn_states integrates a drawn depth: call it in training mode with train_depth set')
-        hooked = [str(m.index) for m in self if _hooked(m)]
+        hooked = [str(m.index) for m in self if has_module_hooks(m)]
         if hooked:
             raise self._drawn_error(f'intervals {", ".join(hooked)} carry hooks on')
         cfg, states, nfe = self._drawn_config(x.device), [x], 0
         while len(states) <= cfg.steps:
             new, evals = self._advance(states[-1], len(states) - 1, cfg)
             states, nfe = states + new, nfe + evals
-        self._stats.nfe, self._stats.last_interval = nfe, None
+        self.shared.nfe = nfe
+        self.shared.last_interval = None
         self.checked(x, states[-1])
         return states[1:]
 
@@ -460,12 +470,11 @@ class ContinuousDepthStack(nn.Module):
         lo, hi = self.train_depth
         if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
             return int(torch.randint(lo, hi + 1, ()))
-        shared = self.__dict__.get('_shared_draw')
-        if shared is None:
+        if self._shared_draw is None:
             seed = torch.randint(2 ** 62, (1,), dtype=torch.int64).to(device)
             dist.broadcast(seed, src=0)
-            self.__dict__['_shared_draw'] = shared = random.Random(int(seed.item()))
-        return shared.randint(lo, hi)
+            self._shared_draw = random.Random(int(seed.item()))
+        return self._shared_draw.randint(lo, hi)
 
     def extra_repr(self) -> str:
         drawn = f', train_depth={self.train_depth[0]}..{self.train_depth[1]} {self.train_dial}' if self.train_depth else ''

@@ -15,6 +15,7 @@ import torch
 from torchdiffeq import odeint, odeint_adjoint
 
 from .._checks import check_dict, is_int, is_real
+from .._compat import ODE_SOLVE_FAILURES
 
 # method -> (c: stage times, a: stage weights (rows of the lower triangle), b: step weights)
 _EULER = ((0.,), ((),), (1.,))
@@ -229,5 +230,5 @@ def odeint_grid(f: Callable, x: torch.Tensor, t: torch.Tensor, config: SolverCon
         if config.adjoint:
             return odeint_adjoint(f, x, t, adjoint_params=tuple(params), **kwargs)[1:]
         return odeint(f, x, t, **kwargs)[1:]
-    except AssertionError as e:  # torchdiffeq's report of a failed adaptive solve ('underflow in dt nan')
+    except ODE_SOLVE_FAILURES as e:  # a failed adaptive solve ('underflow in dt nan')
         raise FloatingPointError(f'ODE solver failed ({config.describe()}): {e}') from e

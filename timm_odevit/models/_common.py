@@ -14,7 +14,10 @@ from timm.models import clean_state_dict
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn as vit_checkpoint_filter_fn
 
 from .._checks import check_dict, check_int, is_int, is_real, read_json
+from .._compat import TimmPosEmbed, recorded_model_args, vit_pos_embed
 from ..layers import ContinuousDepthStack, SolverConfig
+from ..layers.depth_stack import explain_non_finite
+from .base import ContinuousDepthMixin
 
 _logger = logging.getLogger(__name__)
 
@@ -82,7 +85,7 @@ class CheckedPatchEmbed(PatchEmbed):
 def embed_tokens(model: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
     """Image (B, C, H, W) -> the initial state X(0) (B, N, D) of a timm ViT's blocks, as its
     forward_features computes it (patch embedding, prefix tokens + position embedding, norm_pre)."""
-    return model.norm_pre(model.patch_drop(model._pos_embed(model.patch_embed(x))))
+    return model.norm_pre(model.patch_drop(vit_pos_embed(model, model.patch_embed(x))))
 
 
 # ---- weights -------------------------------------------------------------------------------------
@@ -303,7 +306,7 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
     if 'input_size' not in (kwargs.get('pretrained_cfg_overlay') or {}):
         follow_input_size(model)
     if saved:  # timm's factory records only the caller's kwargs (over these)
-        model._model_args = dict(saved, **getattr(model, '_model_args', {}))
+        model.record_model_args(dict(saved, **recorded_model_args(model)))
     return model
 
 
@@ -379,19 +382,6 @@ def _check_pool(global_pool: str, has_class_token: bool) -> None:
         raise ValueError("global_pool='token' needs class_token=True")
 
 
-def prune_depth(model: nn.Module, timm_cls: type, indices=1, prune_norm: bool = False, prune_head: bool = True):
-    """Run timm's ``prune_intermediate_layers`` of ``timm_cls`` (which slices ``model.blocks``), then put the model's
-    own stack back, truncated in place to the slice's length (so that hooks, feature_info, set_solver and
-    save_for_hf stay in step)."""
-    stack = model.blocks
-    take_indices = timm_cls.prune_intermediate_layers(model, indices, prune_norm=prune_norm, prune_head=prune_head)
-    kept = len(model.blocks)
-    model.blocks = stack
-    if kept != len(stack):
-        stack.truncate(kept)
-    return take_indices
-
-
 def reset_parameters_(model: nn.Module, skip: Tuple[type, ...] = ()) -> None:
     """``reset_parameters()`` of every submodule that has one, but those of the ``skip`` types (what the model's
     own init sets): what timm's ``init_weights(needs_reset=True)`` does, so that a model built on the meta device
@@ -402,7 +392,7 @@ def reset_parameters_(model: nn.Module, skip: Tuple[type, ...] = ()) -> None:
 
 
 # ---- the base class ------------------------------------------------------------------------------
-class ContinuousDepthViT(VisionTransformer):
+class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
     """A timm ``VisionTransformer`` whose ``blocks`` is a :class:`ContinuousDepthStack`.
 
     Everything is timm's ViT (embedding, pooling incl. fc_norm / attention pooling, head,
@@ -410,7 +400,8 @@ class ContinuousDepthViT(VisionTransformer):
     feature_info, group_matcher) except: registers carry no position embedding (pos_embed covers
     [CLS] + patches, the ODE-ViT reference), input errors are ValueErrors naming the problem, and
     grad checkpointing recomputes each field evaluation inside the integration. A subclass builds
-    its field and calls :meth:`_set_depth`.
+    its field and calls :meth:`_set_depth`. What timm reads off the model after construction (feature_info, the
+    recorded model args, pruning) follows the stack (:class:`ContinuousDepthMixin`).
     """
 
     def __init__(
@@ -458,7 +449,6 @@ class ContinuousDepthViT(VisionTransformer):
                    train_dial: str = 'steps') -> None:
         self.blocks = ContinuousDepthStack(field, solver)
         self.blocks.set_train_depth(train_depth, train_dial)
-        self.blocks.attach(self)
 
     # ---- depth --------------------------------------------------------------------------------
     @property
@@ -504,7 +494,7 @@ class ContinuousDepthViT(VisionTransformer):
             self.patch_embed.set_grad_checkpointing(enable)
 
     # ---- tokens -------------------------------------------------------------------------------
-    def _pos_embed(self, x: torch.Tensor) -> torch.Tensor:
+    def embed_positions(self, x: torch.Tensor) -> torch.Tensor:
         """Patches (B, M, D) or (B, h, w, D) -> X(0) = [CLS + p_0; registers; patches + p_1..M] (B, N, D):
         registers get no position embedding (ODE-ViT reference)."""
         n_cls = int(self.has_class_token)
@@ -535,24 +525,21 @@ class ContinuousDepthViT(VisionTransformer):
         """timm's; with the solver's ``check_finite`` on (eager mode), the final state and the logits are checked
         together, one device sync: NaN/Inf raise FloatingPointError naming the cause instead of coming back."""
         stack = self.blocks
-        deferred = stack.__dict__['_deferred'] = []  # the stack leaves its check of the final state to us
+        if not isinstance(stack, ContinuousDepthStack):  # e.g. nn.Sequential(*intervals): each checks its state
+            return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
+        deferred = stack.defer_checks()  # the stack leaves its check of the final state to us
         try:
             out = super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
         finally:
-            stack.__dict__['_deferred'] = None
+            stack.end_deferred_checks()
         finite = [torch.isfinite(t.detach()).all() for _, t in deferred] if deferred else None
         if finite is None or bool(torch.stack([*finite, torch.isfinite(out.detach()).all()]).all()):
             return out
         for x0, state in deferred:
-            stack.checked(x0, state)  # raises, naming the cause, if the state is the non-finite one
+            if not bool(torch.isfinite(state.detach()).all()):
+                raise explain_non_finite(x0, stack.field, stack.solver, self)
         raise FloatingPointError(f'the final state is finite (max |X| = {deferred[-1][1].abs().max().item():.3g}) but '
                                  'the logits are not: use a smaller depth scale, more steps or a lower lr')
-
-    def prune_intermediate_layers(self, indices: Union[int, list] = 1, prune_norm: bool = False,
-                                  prune_head: bool = True):
-        """timm's, but the stack is cut in place (``blocks.truncate``): the model keeps its stack, so its
-        hooks, ``feature_info``, later ``set_solver`` calls and the model args save_for_hf exports stay in step."""
-        return prune_depth(self, VisionTransformer, indices, prune_norm, prune_head)
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
         check_int('num_classes', num_classes, 0)  # 0: no classifier, features only

@@ -25,15 +25,18 @@ from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from torch import nn
-from timm.models import create_model, generate_default_cfgs, load_model_config_from_hf, register_model
-from timm.models._builder import resolve_pretrained_cfg
+from timm.models import (
+    create_model, generate_default_cfgs, load_model_config_from_hf, register_model, resolve_pretrained_cfg,
+)
 from timm.layers import LayerScale
 from timm.utils import freeze as timm_freeze
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
 from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, pop_solver_kwargs, spectral_init_
 from .._checks import check_dict
-from ._common import build_continuous_depth_model, cifar_cfg, prune_depth
+from .._compat import recorded_model_args
+from ._common import build_continuous_depth_model, cifar_cfg
+from .base import ContinuousDepthMixin
 
 __all__ = ['odeify']
 _logger = logging.getLogger(__name__)
@@ -124,6 +127,29 @@ def _odeified_cfg(base_cfg: Dict[str, Any]) -> Dict[str, Any]:
     return cfg
 
 
+@functools.lru_cache(maxsize=None)
+def odeified_class(timm_class: type) -> type:
+    """The class of odeify's models of a ``timm_class`` model: ``timm_class`` (its name too) under the
+    :class:`ContinuousDepthMixin`, one class per ``timm_class``; pickled and copied through :func:`odeified_model`."""
+
+    def __reduce_ex__(self, protocol):
+        return odeified_model, (timm_class,), self.__getstate__()
+
+    namespace = {
+        '__module__': timm_class.__module__,
+        '__qualname__': timm_class.__qualname__,
+        '__doc__': timm_class.__doc__,
+        '__reduce_ex__': __reduce_ex__,
+    }
+    return type(timm_class.__name__, (ContinuousDepthMixin, timm_class), namespace)
+
+
+def odeified_model(timm_class: type) -> VisionTransformer:
+    """An empty instance of :func:`odeified_class` of ``timm_class``, for pickle and copy to fill in."""
+    cls = odeified_class(timm_class)
+    return cls.__new__(cls)
+
+
 def odeify(
         model: nn.Module,
         field: str = 'state_subtracted',
@@ -147,7 +173,8 @@ def odeify(
 
     Returns:
         The converted copy, a ``vit_odeified`` model: pretrained_cfg architecture 'vit_odeified',
-        model args {base, field, init, solver settings, the base's own args}.
+        model args {base, field, init, solver settings, the base's own args}; its class is the model's under
+        :class:`ContinuousDepthMixin` (:func:`odeified_class`).
     """
     if not isinstance(model, VisionTransformer):
         raise TypeError(f'odeify needs a timm VisionTransformer (vit_*, deit_*, ...), got {type(model).__name__}')
@@ -172,17 +199,15 @@ def odeify(
             changes['t_end'] = default.t_end  # keep the horizon, refine the grid
         config = default.replace(**changes)
     converted = copy.deepcopy(model, memo={id(blocks): nn.Identity()})  # a copy without the L blocks
+    converted.__class__ = odeified_class(type(model))  # the user's timm class stays untouched
     _freeze(converted, freeze)
     converted.blocks = ContinuousDepthStack(vector_field, config)
     base_cfg = dict(getattr(model, 'pretrained_cfg', None) or {})
     base = base_cfg.get('architecture')
     converted.pretrained_cfg = converted.default_cfg = _odeified_cfg(base_cfg)
-    converted._model_args = dict(getattr(model, '_model_args', {}), field=field, init=init,
-                                 **({'base': base} if base else {}), **({'freeze': list(freeze)} if freeze else {}))
-    converted.blocks.attach(converted)
-    converted.blocks.solver = config  # records the solver settings in the model args
-    # this instance's: its class's (the user's timm class, untouched), the stack cut in place (picklable)
-    converted.prune_intermediate_layers = functools.partial(prune_depth, converted, type(converted))
+    converted.record_model_args(dict(
+        recorded_model_args(model), field=field, init=init,
+        **({'base': base} if base else {}), **({'freeze': list(freeze)} if freeze else {})))
     return converted
 
 
