@@ -73,6 +73,23 @@ def read_yaml(path, what: str = '') -> dict:
     return value
 
 
+CONFIG_TYPES = {'architecture': str, 'num_classes': int, 'pretrained_cfg': dict, 'model_args': dict,
+                'label_names': list}
+
+
+def read_config(folder) -> dict:
+    """The timm ``config.json`` of a model folder; ValueError naming the file when it is not one (timm's own
+    ``local-dir:`` loader raises a bare JSONDecodeError / KeyError, which the package leaves as it is)."""
+    path = pathlib.Path(folder) / 'config.json'
+    config = read_json(path)
+    present = {k: config.get(k) for k in CONFIG_TYPES if k in config or k == 'architecture'}
+    wrong = [f'"{k}" must be a JSON {CONFIG_TYPES[k].__name__}' for k, v in present.items()
+             if not isinstance(v, CONFIG_TYPES[k]) or isinstance(v, bool)]
+    if wrong:
+        raise ValueError(f'{path} is not a valid timm config.json ({"; ".join(wrong)}): fix it or export it again')
+    return config
+
+
 def check_output_file(name: str, path) -> pathlib.Path:
     """``path`` as a Path; ValueError naming ``name`` unless a file can be written there (its folder exists and is
     writable, and it is no folder itself): checked before the work whose result it will hold."""

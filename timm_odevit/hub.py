@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from timm.data import resolve_data_config
 
-from ._checks import is_real, read_json, replaced_folder, write_atomic
+from ._checks import is_real, read_config, read_json, replaced_folder, write_atomic
 from .evaluation import (  # noqa: F401  (evaluate_together, DEFAULT_GRIDS: part of the export API)
     DEFAULT_GRIDS, check_grids, eval_transform, evaluate, evaluate_grids, evaluate_together, image_folder, short)
 from .model_card import LEARNING_CURVE, TRAINING_LOG, model_card, plot_learning_curve, read_summary
@@ -219,23 +219,6 @@ def check_repo_id(repo_id: str) -> None:
 
 
 # ---- loading ------------------------------------------------------------------------------------
-CONFIG_TYPES = {'architecture': str, 'num_classes': int, 'pretrained_cfg': dict, 'model_args': dict,
-                'label_names': list}
-
-
-def read_config(folder) -> Dict[str, Any]:
-    """The timm ``config.json`` of a model folder; ValueError naming the file when it is not one (timm's own
-    ``local-dir:`` loader raises a bare JSONDecodeError / KeyError, which the package leaves as it is)."""
-    path = pathlib.Path(folder) / 'config.json'
-    config = read_json(path)
-    present = {k: config.get(k) for k in CONFIG_TYPES if k in config or k == 'architecture'}
-    wrong = [f'"{k}" must be a JSON {CONFIG_TYPES[k].__name__}' for k, v in present.items()
-             if not isinstance(v, CONFIG_TYPES[k]) or isinstance(v, bool)]
-    if wrong:
-        raise ValueError(f'{path} is not a valid timm config.json ({"; ".join(wrong)}): fix it or export it again')
-    return config
-
-
 def check_model_source(name) -> None:
     """For a ``local-dir:FOLDER`` model name, :func:`read_config` of the folder (a ValueError naming its config.json
     and the field): timm's own loader, which the package leaves as it is, raises a bare KeyError / TypeError there.

@@ -33,7 +33,7 @@ from timm.utils import freeze as timm_freeze
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
 from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, pop_solver_kwargs, spectral_init_
-from .._checks import check_dict
+from .._checks import check_dict, read_config
 from .._compat import recorded_model_args
 from ._common import build_continuous_depth_model, cifar_cfg
 from .base import ContinuousDepthMixin
@@ -216,7 +216,6 @@ def _base_cfg(base: str) -> Dict[str, Any]:
     ``hf-hub:`` weights (their ``config.json``), as timm's create_model reads it."""
     source, _, where = base.partition(':')
     if source == 'local-dir':
-        from ..hub import read_config
         return dict(read_config(where).get('pretrained_cfg') or {})
     if source == 'hf-hub':
         return dict(load_model_config_from_hf(where)[0])
