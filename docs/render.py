@@ -254,6 +254,13 @@ BUDGETS = {b.key: b for b in [
            '(`distillation_study`)',
            _budget_images('distillation_study', 'budget', r'selected on ([\d,]+) held-out images'),
            lambda ctx: {arm: distill(ctx, arm, 'held_out') for arm in DISTILL_ARMS}, 'held out'),
+    Budget('45k-pnp', '45k images, 3 epochs, timm train.py (`plug_and_play`)',
+           _budget_images('plug_and_play', 'budget', r'scored on ([\d,]+) test images'),
+           lambda ctx: {arm: pnp(ctx, arm) for arm in PNP_ARMS}),
+    Budget('heldout-45k-pnp', '45k images, 3 epochs, timm train.py, scored on the held-out training images '
+           '(`plug_and_play`)',
+           _budget_images('plug_and_play', 'budget', r'selected on ([\d,]+) held-out images'),
+           lambda ctx: {arm: pnp(ctx, arm, 'held_out') for arm in PNP_ARMS}, 'held out'),
     Budget('recipe', '10k images, 5 epochs, timm train.py (`recipe_study`; validation top-1)',
            _budget_images('recipe_study', 'rows.0.budget', r'first (\d+)/class of val/', per_class=True),
            _rows_by('recipe_study', lambda r: f'{r["model"]} {r["candidate"]}', 'best_val_top1'), 'validation'),
@@ -423,6 +430,46 @@ def distill(ctx: Context, arm: str, split: str = 'test') -> List[float]:
     return [v for _, v in sorted((r['seed'], r[f'{split}_top1']) for r in runs if r['arm'] == arm)]
 
 
+DISTILL_GPU_SEED0 = ('scratch', 'traj_uniform', 'traj_arclength')  # their seed 0 is distillation_study's H200 row
+
+
+def _distill_caveats(a: str, b: str) -> str:
+    """What a distillation_study comparison row must say: the trajectory arms' labels from their 2nd epoch only, and
+    the arms whose seed 0 ran on another machine than their other seeds."""
+    notes = []
+    if a.startswith('traj_') or b.startswith('traj_'):
+        notes.append('trajectory arms: CE from the 2nd of 2 epochs, a label handicap')
+    gpu = [arm for arm in (a, b) if arm in DISTILL_GPU_SEED0]
+    if gpu:
+        notes.append(f'seed 0 of {" and ".join(gpu)} on an H200 (torch 2.11), the other runs on a 2-core Xeon (torch 2.14)')
+    return f' ({"; ".join(notes)})' if notes else ''
+
+
+PNP_ARMS = {  # bench/plug_and_play.py's arms: the student and the teacher's part
+    'free': '`odevit_tiny_cifar` from scratch (width 256, 6 Euler steps): the paper\'s baseline',
+    'plug_and_play': 'the shell student: the teacher\'s patch embedding, [CLS], position embedding, final norm and '
+                     'classifier (frozen), a random ODE-ViT field at its width 192, 6 Euler steps; the paper\'s loss',
+    'shell_ce': 'the same student, cross-entropy only',
+    'shell_logit_kd': 'the same student, timm\'s logit KD (`--kd-distill-type logit`)',
+    'free_traj_ce0': '`odevit_tiny_cifar` with the paper\'s loss, CE from the first epoch',
+}
+PNP_PAIRS = [
+    ('plug_and_play', 'free'),
+    ('shell_ce', 'free'),
+    ('plug_and_play', 'shell_ce'),
+    ('plug_and_play', 'shell_logit_kd'),
+    ('free_traj_ce0', 'free'),
+]
+PNP_CMD = 'python bench/plug_and_play.py --seeds 0 1 2'
+
+
+def pnp(ctx: Context, arm: str, split: str = 'test') -> List[float]:
+    """plug_and_play: top-1 per seed (seed order) of one arm, on the test images or (``split='held_out'``) on the
+    held-out training images train.py selected its epoch on."""
+    runs = (optional_json(ctx, 'plug_and_play') or {}).get('runs', {}).values()
+    return [v for _, v in sorted((r['seed'], r[f'{split}_top1']) for r in runs if r['arm'] == arm)]
+
+
 DISTILL_PAIRS = [('traj_uniform', 'scratch'), ('traj_arclength', 'scratch'), ('traj_softmax', 'scratch'),
                  ('traj_uniform', 'traj_no_attention'), ('logit_kd', 'scratch'), ('traj_uniform', 'logit_kd')]  # (A, B) compared
 ANYTIME_ARMS = {'fixed': 'fixed S (today\'s training)', 'random': 'random depth per update, S − w … S + w',
@@ -555,8 +602,13 @@ COMPARISONS = [
        lambda c, at=at: anytime_arm(c, 'bvit_tiny_cifar', 'fixed', at),
        f'python bench/anytime_training.py --model bvit_tiny_cifar --arms fixed {arm} --grids 2 3 4 6 8 12 16 24 48')
       for arm in ('random', 'incremental', 'deep_supervision') for at in (3, 12, 48)],
-    *[(f'distill_{a}_vs_{b}', f'`odevit_tiny_cifar` with the convstem teacher: {a} vs {b}', '45k-distill',
+    *[(f'distill_{a}_vs_{b}', f'`odevit_tiny_cifar` with the convstem teacher: {a} vs {b}{_distill_caveats(a, b)}',
+       '45k-distill',
        lambda c, a=a: distill(c, a), lambda c, b=b: distill(c, b), DISTILL_STUDY_CMD) for a, b in DISTILL_PAIRS],
+    *[(f'pnp_{a}_vs_{b}', f'plug & play study: `{a}` vs `{b}`', '45k-pnp', lambda c, a=a: pnp(c, a),
+       lambda c, b=b: pnp(c, b), PNP_CMD) for a, b in PNP_PAIRS],
+    *[(f'pnp_heldout_{a}_vs_{b}', f'plug & play study: `{a}` vs `{b}` (held out)', 'heldout-45k-pnp',
+       lambda c, a=a: pnp(c, a, 'held_out'), lambda c, b=b: pnp(c, b, 'held_out'), PNP_CMD) for a, b in PNP_PAIRS],
     # held-out re-checks of the release choices first made on test images (issue 45): the same runs, scored on
     # training images they never trained on
     ('ho_ds_at_T', 'bViT: deep supervision vs plain, at T (held out)', 'heldout-8k',
@@ -590,7 +642,8 @@ COMPARISONS = [
      lambda c: ablation(c, 'lr_3e-4', 'holdout'), lambda c: ablation(c, 'default', 'holdout'),
      'python bench/odevit_ablation.py --variants default lr_3e-4 --seed N'),
     # issue 44's choice of the release cycles' arm, made on the held-out images
-    *[(f'ho_distill_{a}_vs_{b}', f'`odevit_tiny_cifar` with the convstem teacher: {a} vs {b} (held out)',
+    *[(f'ho_distill_{a}_vs_{b}', f'`odevit_tiny_cifar` with the convstem teacher: {a} vs {b} (held out)'
+       f'{_distill_caveats(a, b)}',
        'heldout-45k-distill', lambda c, a=a: distill(c, a, 'held_out'), lambda c, b=b: distill(c, b, 'held_out'),
        DISTILL_STUDY_CMD) for a, b in DISTILL_PAIRS],
 ]
@@ -600,7 +653,7 @@ HELDOUT_CHECKS = [c[0] for c in COMPARISONS if c[0].startswith('ho_')]
 # The papers' protocols our claim rows are measured against (train_configs/odevit_tiny_cifar10_paper.yaml and
 # bvit_*_cifar100.yaml give them in full)
 PAPER_PROTOCOL = {
-    'ODE-ViT': "the paper's 300 epochs on CIFAR-10 at 224 px (patch 16), 24 grid points",
+    'ODE-ViT': "the paper's 300 epochs on CIFAR-10 at 224 px (patch 16), 24 grid points (36 when distilled)",
     'bViT': "the paper's 200 epochs on CIFAR-100",
     'Crossroads': "the paper's 200 epochs on CIFAR-100",
 }
@@ -609,9 +662,10 @@ PAPER_PROTOCOL = {
 # for "A differs from B" in either direction, how our protocol differs from the paper's beyond the budget and
 # PAPER_PROTOCOL: '' when only those, None for a row measured under the paper's own protocol)
 CLAIMS = [
-    ('Trajectory distillation from a discrete teacher beats training from scratch', 'ODE-ViT',
-     'distill_traj_uniform_vs_scratch', +1, 'our convstem ViT teacher; the student at 32 px, drawing its Euler steps '
-     'per update (`train_depth`) where the paper\'s trains on one grid'),
+    ('A student in a trained ViT\'s shell, distilled along its trajectory, beats the free ODE-ViT trained from scratch '
+     '(the teacher–student protocol)', 'ODE-ViT', 'pnp_plug_and_play_vs_free', +1,
+     'the teacher a 6-block width-192 convstem ViT, not a DINO ViT-B/16; the student at 32 px on 6 Euler steps; '
+     'CE from the first epoch'),
     ('ODE-ViT is competitive with a discrete ViT of its parameters', 'ODE-ViT', 'odevit_vs_vit_odevit_params', +1,
      '32 px (patch 4), 6 Euler steps'),
     ('The number of steps can change at inference (robust to the grid): here trained at 6 Euler steps, evaluated at 24',
@@ -1219,6 +1273,43 @@ def table_distillation_study(ctx: Context) -> str:
                      'train.py wall time per run (median)'], rows)
 
 
+def table_plug_and_play(ctx: Context) -> str:
+    runs = list((optional_json(ctx, 'plug_and_play') or {}).get('runs', {}).values())
+    rows = []
+    for arm, what in PNP_ARMS.items():
+        mine = [r for r in runs if r['arm'] == arm]
+        ho, test = pnp(ctx, arm, 'held_out'), pnp(ctx, arm)
+        params = _one({r['trainable_params'] for r in mine}) if mine else None
+        times: Dict[str, List[float]] = {}
+        for r in mine:
+            times.setdefault(r['environment']['machine'], []).append(r['train_s'])
+        cost = '; '.join(f'{statistics.median(v):,.0f} s on {w}' for w, v in sorted(times.items()))
+        rows.append([
+            f'`{arm}`',
+            what,
+            f'{params:,}' if params else '–',
+            len(test),
+            fmt_arm(ho) if ho else '–',
+            fmt_arm(test) if test else '–',
+            cost or '–',
+        ])
+    return md_table(['arm', 'student and loss', 'trained params', 'runs', 'held-out top-1 (%), the selection',
+                     'test top-1 (%)', 'train.py time per run (median)'], rows)
+
+
+def _pnp_release(ctx: Context) -> str:
+    """Issue 60's rule: release the plug & play student when it beats the free ODE-ViT beyond the held-out floor."""
+    c = run_comparison(ctx, 'pnp_heldout_plug_and_play_vs_free')
+    if c is None or c['preliminary']:
+        have = ' / '.join(str(len(pnp(ctx, arm, 'held_out'))) for arm in ('plug_and_play', 'free'))
+        return f'not yet decided: `plug_and_play` / `free` have {have} of the {MIN_SEEDS} runs each that it needs'
+    if c['finding'] and c['delta'] > 0:
+        return (f'`plug_and_play` beats `free` on held-out images by {c["delta"]:+.2f} beyond the floor '
+                f'({c["floor"]:.2f}): it is to be released')
+    return (f'`plug_and_play` does not beat `free` beyond the held-out floor (Δ = {c["delta"]:+.2f}, N = '
+            f'{c["floor"]:.2f}): no release')
+
+
 def _distill_choice(ctx: Context) -> str:
     """Issue 44's rule for the release cycles' arm, read on the held-out images: a trajectory arm that beats both
     scratch and logit KD beyond each pair's held-out floor, else the best arm on held-out."""
@@ -1544,6 +1635,7 @@ TABLES: Dict[str, Callable[[Context], str]] = {
     'ablation': table_ablation,
     'distillation_small': table_distillation_small,
     'distillation_study': table_distillation_study,
+    'plug_and_play': table_plug_and_play,
     'bvit_field_solver': table_bvit_field_solver,
     'deep_supervision': table_deep_supervision,
     'recipe_study': table_recipe_study,
@@ -1774,6 +1866,8 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'claims_summary': _claims_summary,
     'distill_choice': _distill_choice,
     'distill_study_cmd': lambda c: DISTILL_STUDY_CMD,
+    'pnp_release': _pnp_release,
+    'pnp_cmd': lambda c: PNP_CMD,
     'where_measured': _where_measured,
     'dirty_without_diff': _dirty_without_diff,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),

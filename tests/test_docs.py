@@ -398,3 +398,54 @@ def test_choices_first_made_on_test_images_are_said_where_the_numbers_are(ctx):
     assert 'a stopping rule on the test split' in distillation.split('\n## ')[0]  # in that section
     readme = render.render((render.TEMPLATES / 'README.md.in').read_text(), ctx, 'README.md.in')
     assert "its teacher's training stopped on a test-split target" in readme
+
+
+def test_plug_and_play_study_renders_its_arms_and_decides_the_release_on_held_out(tmp_path):
+    import json
+    empty = render.Context(results=tmp_path)
+    assert render.pnp(empty, 'free') == [] and render.run_comparison(empty, 'pnp_plug_and_play_vs_free') is None
+    assert render._pnp_release(empty) == ('not yet decided: `plug_and_play` / `free` have 0 / 0 of the 3 runs each '
+                                          'that it needs')
+
+    def study(held_out):  # arm -> held-out top-1 per seed; test top-1 = held-out - 1
+        runs = {f'{arm}@seed{s}': {'arm': arm, 'seed': s, 'held_out_top1': v, 'test_top1': v - 1, 'train_s': 100. + s,
+                                   'trainable_params': 443136, 'environment': {'machine': 'cpu'}}
+                for arm, vs in held_out.items() for s, v in enumerate(vs)}
+        budget = '3 epochs of 45,000 images, selected on 5,000 held-out images, scored on 10,000 test images'
+        (tmp_path / 'plug_and_play.json').write_text(json.dumps({'runs': runs, 'budget': budget}))
+        return render.Context(results=tmp_path)
+
+    ctx = study({'free': [50.0, 50.5], 'plug_and_play': [60.0, 60.5, 61.0]})
+    assert render._pnp_release(ctx).startswith('not yet decided: `plug_and_play` / `free` have 3 / 2 of the 3 runs')
+    ctx = study({'free': [50.0]})  # no comparison yet: the runs each arm has
+    assert render._pnp_release(ctx).startswith('not yet decided: `plug_and_play` / `free` have 0 / 1 of the 3 runs')
+    ctx = study({'free': [50.0, 50.5, 51.0], 'plug_and_play': [60.0, 60.5, 61.0]})
+    floor = render.run_comparison(ctx, 'pnp_heldout_plug_and_play_vs_free')['floor']  # sampling 5,000 images
+    assert render._pnp_release(ctx) == ('`plug_and_play` beats `free` on held-out images by +10.00 beyond the floor '
+                                        f'({floor:.2f}): it is to be released')
+    assert render.run_comparison(ctx, 'pnp_plug_and_play_vs_free')['delta'] == pytest.approx(10.0)
+    assert render.BUDGETS['heldout-45k-pnp'].images(ctx) == 5000 and render.BUDGETS['45k-pnp'].images(ctx) == 10000
+    ctx = study({'free': [50.0, 50.5, 51.0], 'plug_and_play': [51.0, 51.5, 52.0]})  # +1.00, within the 2.00 floor
+    floor = render.run_comparison(ctx, 'pnp_heldout_plug_and_play_vs_free')['floor']
+    assert render._pnp_release(ctx).endswith(f'(Δ = +1.00, N = {floor:.2f}): no release')
+    ctx = study({'free': [60.0, 60.5, 61.0], 'plug_and_play': [50.0, 50.5, 51.0]})  # a loss beyond the floor
+    floor = render.run_comparison(ctx, 'pnp_heldout_plug_and_play_vs_free')['floor']
+    assert render._pnp_release(ctx).endswith(f'(Δ = -10.00, N = {floor:.2f}): no release')
+    table = render.table_plug_and_play(ctx)
+    assert '| `plug_and_play` |' in table and '| 443,136 | 3 |' in table and '| 101 s on cpu |' in table
+    assert '| `shell_ce` | the same student, cross-entropy only | – | 0 | – | – | – |' in table
+
+
+def test_plug_and_play_arms_are_the_study_scripts():
+    import ast
+    tree = ast.parse((ROOT / 'bench' / 'plug_and_play.py').read_text())
+    arms = next(n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == 'ARMS')
+    assert [k.value for k in arms.keys] == list(render.PNP_ARMS)
+
+
+def test_the_distillation_rows_name_the_machines_their_seed_0_ran_on(ctx):
+    """DISTILL_GPU_SEED0 is what distillation_study.json records: the arms whose seed 0 ran on a GPU, the rest not."""
+    runs = ctx.json('distillation_study')['runs'].values()
+    gpu = {r['arm'] for r in runs if 'NVIDIA' in r['environment']['machine']}
+    assert gpu == set(render.DISTILL_GPU_SEED0)
+    assert all(r['seed'] == 0 for r in runs if 'NVIDIA' in r['environment']['machine'])
