@@ -11,7 +11,10 @@ import torch
 from torch import nn
 from timm.layers import PatchEmbed, register_notrace_function, resample_abs_pos_embed, to_2tuple
 from timm.models import clean_state_dict
-from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn as vit_checkpoint_filter_fn
+from timm.models.vision_transformer import (
+    VisionTransformer,
+    checkpoint_filter_fn as vit_checkpoint_filter_fn,
+)
 
 from .._checks import check_dict, check_int, is_int, is_real, read_json
 from .._compat import TimmPosEmbed, recorded_model_args, vit_pos_embed
@@ -23,7 +26,18 @@ _logger = logging.getLogger(__name__)
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
-CIFAR10_LABELS = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck')
+CIFAR10_LABELS = (
+    'airplane',
+    'automobile',
+    'bird',
+    'cat',
+    'deer',
+    'dog',
+    'frog',
+    'horse',
+    'ship',
+    'truck',
+)
 CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
 GLOBAL_POOL_TYPES = ('', 'token', 'avg', 'max', 'avgmax', 'map', 'prr')
@@ -47,38 +61,69 @@ def cifar_cfg(url: str = '', packaged: str = '', **kwargs) -> Dict:
     file = packaged_weights(packaged) if packaged else None
     if file is not None and file.is_file():
         kwargs = {'file': str(file), **kwargs}
-    return {'url': url, 'num_classes': 10, 'input_size': (3, 32, 32), 'pool_size': None, 'crop_pct': 1.0,
-            'interpolation': 'bicubic',
-            'fixed_input_size': True,  # True: a model takes other sizes only when built with dynamic_img_size=True
-            'mean': CIFAR10_MEAN, 'std': CIFAR10_STD, 'first_conv': 'patch_embed.proj', 'classifier': 'head',
-            'license': 'apache-2.0', **kwargs}
+    return {
+        'url': url,
+        'num_classes': 10,
+        'input_size': (3, 32, 32),
+        'pool_size': None,
+        'crop_pct': 1.0,
+        'interpolation': 'bicubic',
+        # True: a model takes other sizes only when built with dynamic_img_size=True
+        'fixed_input_size': True,
+        'mean': CIFAR10_MEAN,
+        'std': CIFAR10_STD,
+        'first_conv': 'patch_embed.proj',
+        'classifier': 'head',
+        'license': 'apache-2.0',
+        **kwargs,
+    }
 
 
 # ---- input -------------------------------------------------------------------------------------
 @register_notrace_function  # a leaf call in torch.fx graphs: its checks stay at run time
-def check_image_input(x: torch.Tensor, in_chans: int, img_size: Tuple[int, int], patch_size: Tuple[int, int],
-                      dynamic_img_size: bool, dynamic_img_pad: bool = False) -> None:
+def check_image_input(
+    x: torch.Tensor,
+    in_chans: int,
+    img_size: Tuple[int, int],
+    patch_size: Tuple[int, int],
+    dynamic_img_size: bool,
+    dynamic_img_pad: bool = False,
+) -> None:
     """Raise ValueError for an input the model cannot take, naming what is wrong."""
     if x.ndim != 4:
-        raise ValueError(f'expected an image batch (B, C, H, W), got a tensor of shape {tuple(x.shape)}')
+        raise ValueError(
+            f'expected an image batch (B, C, H, W), got a tensor of shape {tuple(x.shape)}'
+        )
     if x.shape[1] != in_chans:
-        raise ValueError(f'model takes {in_chans} input channels, got {x.shape[1]} (input shape {tuple(x.shape)})')
+        raise ValueError(
+            f'model takes {in_chans} input channels, got {x.shape[1]} (input shape {tuple(x.shape)})'
+        )
     H, W = x.shape[-2:]
     if dynamic_img_size:
         if not dynamic_img_pad and (H % patch_size[0] or W % patch_size[1]):
-            raise ValueError(f'image size {H}x{W} is not divisible by the patch size {patch_size[0]}x{patch_size[1]}; '
-                             'create the model with dynamic_img_pad=True to zero-pad it to the next multiple')
+            raise ValueError(
+                f'image size {H}x{W} is not divisible by the patch size {patch_size[0]}x{patch_size[1]}; '
+                'create the model with dynamic_img_pad=True to zero-pad it to the next multiple'
+            )
     elif (H, W) != tuple(img_size):
-        raise ValueError(f'model was built for {img_size[0]}x{img_size[1]} images, got {H}x{W}: create it with '
-                         f'img_size=({H}, {W}) or dynamic_img_size=True')
+        raise ValueError(
+            f'model was built for {img_size[0]}x{img_size[1]} images, got {H}x{W}: create it with '
+            f'img_size=({H}, {W}) or dynamic_img_size=True'
+        )
 
 
 class CheckedPatchEmbed(PatchEmbed):
     """timm's PatchEmbed, raising a ValueError that names the problem for an input it cannot take."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_image_input(x, self.proj.in_channels, self.img_size, self.patch_size, not self.strict_img_size,
-                          self.dynamic_img_pad)
+        check_image_input(
+            x,
+            self.proj.in_channels,
+            self.img_size,
+            self.patch_size,
+            not self.strict_img_size,
+            self.dynamic_img_pad,
+        )
         return super().forward(x)
 
 
@@ -92,53 +137,78 @@ def embed_tokens(model: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
 def selected_weights(ckpt: Dict[str, Any]) -> str:
     """Which weights a train.py run selected on: 'ema' when it validated its EMA weights (--model-ema without
     --model-ema-force-cpu: train.py then logs and checkpoints by the EMA's metric), else 'raw'."""
-    ema = isinstance(ckpt.get('state_dict_ema'), dict) and not getattr(ckpt.get('args'), 'model_ema_force_cpu', False)
+    ema = isinstance(ckpt.get('state_dict_ema'), dict) and not getattr(
+        ckpt.get('args'), 'model_ema_force_cpu', False
+    )
     return 'ema' if ema else 'raw'
 
 
-def checkpoint_weights(ckpt: Any, use_ema: Optional[bool] = None, source: str = 'checkpoint') -> Dict[str, Any]:
+def checkpoint_weights(
+    ckpt: Any, use_ema: Optional[bool] = None, source: str = 'checkpoint'
+) -> Dict[str, Any]:
     """The state dict of a train.py checkpoint (``use_ema`` None: the weights its run selected on, see
     :func:`selected_weights`; True / False: EMA / raw) or a bare state dict, with DDP's ``module.`` and
     torch.compile's ``_orig_mod.`` prefixes stripped (timm's ``clean_state_dict``)."""
     if not isinstance(ckpt, dict):
-        raise ValueError(f'{source} holds a {type(ckpt).__name__}, not a state dict: give a train.py checkpoint')
+        raise ValueError(
+            f'{source} holds a {type(ckpt).__name__}, not a state dict: give a train.py checkpoint'
+        )
     if any(isinstance(ckpt.get(k), dict) for k in ('state_dict', 'state_dict_ema', 'model')):
         ema = selected_weights(ckpt) == 'ema' if use_ema is None else use_ema
-        key = 'state_dict_ema' if ema else next((k for k in ('state_dict', 'model') if k in ckpt), 'state_dict')
+        key = (
+            'state_dict_ema'
+            if ema
+            else next((k for k in ('state_dict', 'model') if k in ckpt), 'state_dict')
+        )
         if not isinstance(ckpt.get(key), dict):
-            raise KeyError(f'{source} has no {key!r}: train with --model-ema for EMA weights, or take the raw ones')
+            raise KeyError(
+                f'{source} has no {key!r}: train with --model-ema for EMA weights, or take the raw ones'
+            )
         ckpt = ckpt[key]
     return clean_state_dict(ckpt)
 
 
-def check_state_dict(model: torch.nn.Module, state: Dict[str, torch.Tensor], source: str = 'checkpoint',
-                     allow: tuple = ()) -> None:
+def check_state_dict(
+    model: torch.nn.Module,
+    state: Dict[str, torch.Tensor],
+    source: str = 'checkpoint',
+    allow: tuple = (),
+) -> None:
     """ValueError naming missing / unexpected / mis-shaped / non-finite / integer keys (``allow``: key prefixes
     exempt, e.g. a classifier that timm adapts or drops afterwards)."""
     if not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ValueError(f'{source} is not a state dict of tensors: give a weights file of this model')
+        raise ValueError(
+            f'{source} is not a state dict of tensors: give a weights file of this model'
+        )
     non_finite = sorted(k for k, v in state.items() if v.is_floating_point() and not v.is_meta
                         and not bool(torch.isfinite(v).all()))
     if non_finite:
-        raise ValueError(f'{source} holds NaN/Inf in {len(non_finite)} tensors ({non_finite[:4]}): use weights saved '
-                         'before training diverged')
+        raise ValueError(
+            f'{source} holds NaN/Inf in {len(non_finite)} tensors ({non_finite[:4]}): use weights saved '
+            'before training diverged'
+        )
     own = {k: v for k, v in model.state_dict().items() if not k.startswith(allow)}
     state = {k: v for k, v in state.items() if not k.startswith(allow)}
     common = sorted(set(own) & set(state))
     wrong_type = [f'{k}: {state[k].dtype}' for k in common
                   if own[k].is_floating_point() and not state[k].is_floating_point()]
     if wrong_type:
-        raise ValueError(f'{source} holds integer tensors for floating-point parameters ({wrong_type[:4]}): it is '
-                         'corrupted or not weights of this model')
-    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+        raise ValueError(
+            f'{source} holds integer tensors for floating-point parameters ({wrong_type[:4]}): it is '
+            'corrupted or not weights of this model'
+        )
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
     shapes = [f'{k}: {tuple(state[k].shape)} vs model {tuple(own[k].shape)}' for k in common
               if state[k].shape != own[k].shape]
     problems = [f'{len(missing)} missing keys {missing[:4]}' if missing else '',
                 f'{len(unexpected)} unexpected keys {unexpected[:4]}' if unexpected else '',
                 f'shape mismatches {shapes[:4]}' if shapes else '']
     if any(problems):
-        raise ValueError(f'{source} does not match {type(model).__name__} '
-                         f'({"; ".join(p for p in problems if p)}): build the model the weights were saved from')
+        raise ValueError(
+            f'{source} does not match {type(model).__name__} '
+            f'({"; ".join(p for p in problems if p)}): build the model the weights were saved from'
+        )
 
 
 @contextlib.contextmanager
@@ -153,29 +223,46 @@ def _pos_embed_prefix(model: VisionTransformer):
         model.num_prefix_tokens = saved
 
 
-def checkpoint_filter_fn(state_dict: Dict[str, torch.Tensor], model: VisionTransformer) -> Dict[str, torch.Tensor]:
+def checkpoint_filter_fn(
+    state_dict: Dict[str, torch.Tensor], model: VisionTransformer
+) -> Dict[str, torch.Tensor]:
     """The weights of a train.py checkpoint (:func:`checkpoint_weights`) through timm's ViT filter (position
     embedding resampled from the source grid, patch embedding resized); weights of another architecture or
     ``global_pool`` are refused with a ValueError naming the keys. Solver settings are not weights: a checkpoint
     trained with another solver loads."""
     state_dict = checkpoint_weights(state_dict, source='pretrained weights')
     try:
-        with _pos_embed_prefix(model) if isinstance(model, ContinuousDepthViT) else contextlib.nullcontext():
+        with (
+            _pos_embed_prefix(model)
+            if isinstance(model, ContinuousDepthViT)
+            else contextlib.nullcontext()
+        ):
             out = vit_checkpoint_filter_fn(state_dict, model)
-    except RuntimeError as e:  # resampling a position embedding whose (non-square) source grid is unknown
+    # resampling a position embedding whose (non-square) source grid is unknown
+    except RuntimeError as e:
         pos = state_dict.get('pos_embed')
         if pos is None or model.pos_embed is None or pos.shape == model.pos_embed.shape:
             raise
-        raise ValueError(f'cannot resample pos_embed {tuple(pos.shape)} to {tuple(model.pos_embed.shape)} from an '
-                         'unknown non-square grid: load it through its saved config (local-dir:, hf-hub:)') from e
+        raise ValueError(
+            f'cannot resample pos_embed {tuple(pos.shape)} to {tuple(model.pos_embed.shape)} from an '
+            'unknown non-square grid: load it through its saved config (local-dir:, hf-hub:)'
+        ) from e
     out = _init_missing_stage_heads(out, model)
     # classifiers / first conv are adapted by timm after this filter (num_classes, in_chans)
     cfg = getattr(model, 'pretrained_cfg', None) or {}
     classifiers = cfg.get('classifier') or 'head'
     classifiers = (classifiers,) if isinstance(classifiers, str) else tuple(classifiers)
-    allow = tuple(f'{c}.' for c in classifiers) + ('stage_heads.', f"{cfg.get('first_conv') or 'patch_embed.proj'}.")
+    allow = tuple(f'{c}.' for c in classifiers) + (
+        'stage_heads.',
+        f"{cfg.get('first_conv') or 'patch_embed.proj'}.",
+    )
     out, pooling_adapted = _adapt_pooling_head(out, model, cfg, allow)
-    check_state_dict(model, out, source='pretrained weights', allow=allow + (POOLING_HEAD if pooling_adapted else ()))
+    check_state_dict(
+        model,
+        out,
+        source='pretrained weights',
+        allow=allow + (POOLING_HEAD if pooling_adapted else ()),
+    )
     return out
 
 
@@ -195,29 +282,41 @@ def _adapt_pooling_head(state: Dict[str, torch.Tensor], model: nn.Module, cfg: d
     differ = [k for k in set(own) ^ set(state) if not k.startswith(allow)]
     pool = getattr(model, 'global_pool', None)
     trained = (getattr(model, 'pretrained_model_args', None) or {}).get('global_pool')
-    if (differ and not all(k.startswith(POOLING_HEAD) for k in differ)) or (not differ and trained in (None, pool)):
+    if (differ and not all(k.startswith(POOLING_HEAD) for k in differ)) or (
+        not differ and trained in (None, pool)
+    ):
         return state, False
     if cfg.get('num_classes') is None or model.num_classes == cfg.get('num_classes'):
-        raise ValueError(f"the pretrained weights were trained with global_pool={trained or 'another'!r}, not "
-                         f'{pool!r}: keep their global_pool, or fine-tune a new classifier (num_classes=N)')
+        raise ValueError(
+            f"the pretrained weights were trained with global_pool={trained or 'another'!r}, not "
+            f'{pool!r}: keep their global_pool, or fine-tune a new classifier (num_classes=N)'
+        )
     dropped, fresh = (sorted(k for k in differ if k in keys) for keys in (state, own))
-    what = ', '.join([f'{fresh} start fresh'] * bool(fresh) + [f'{dropped} are not loaded'] * bool(dropped))
-    _logger.warning(f"global_pool={pool!r} differs from the pretrained weights' ({trained or 'another'!r}): "
-                    f"{what or 'the pooling has no weights of its own'} (the classifier is new too: "
-                    f'num_classes={model.num_classes})')
+    what = ', '.join(
+        [f'{fresh} start fresh'] * bool(fresh) + [f'{dropped} are not loaded'] * bool(dropped)
+    )
+    _logger.warning(
+        f"global_pool={pool!r} differs from the pretrained weights' ({trained or 'another'!r}): "
+        f"{what or 'the pooling has no weights of its own'} (the classifier is new too: "
+        f'num_classes={model.num_classes})'
+    )
     return {k: v for k, v in state.items() if k not in dropped}, True
 
 
-def _init_missing_stage_heads(state: Dict[str, torch.Tensor], model: nn.Module) -> Dict[str, torch.Tensor]:
+def _init_missing_stage_heads(
+    state: Dict[str, torch.Tensor], model: nn.Module
+) -> Dict[str, torch.Tensor]:
     """Separate stage heads (bViT deep supervision) that the weights lack start as copies of the
     final head: fine-tuning released single-head weights with ``stage_heads='separate'``."""
     heads = getattr(model, 'stage_heads', None)
     if not heads or any(k.startswith('stage_heads.') for k in state):
         return state
-    state, own = dict(state), model.state_dict()
+    state = dict(state)
+    own = model.state_dict()
     for i in range(len(heads)):
         for name in ('weight', 'bias'):
-            key, src = f'stage_heads.{i}.{name}', state.get(f'head.{name}')
+            key = f'stage_heads.{i}.{name}'
+            src = state.get(f'head.{name}')
             if key in own and src is not None and src.shape == own[key].shape:
                 state[key] = src.clone()
     return state
@@ -239,17 +338,23 @@ def saved_model_args(cfg: Dict[str, Any]) -> Dict[str, Any]:
     if cfg.get('hf_hub_id'):
         from timm.models import load_model_config_from_hf
         _, architecture, model_args = load_model_config_from_hf(cfg['hf_hub_id'])
-        return _own_model_args(cfg, architecture, model_args or {}, f'hf-hub:{cfg["hf_hub_id"]} config.json')
+        return _own_model_args(
+            cfg, architecture, model_args or {}, f'hf-hub:{cfg["hf_hub_id"]} config.json'
+        )
     return {}
 
 
-def _own_model_args(cfg: Dict[str, Any], architecture: Optional[str], model_args, source) -> Dict[str, Any]:
+def _own_model_args(
+    cfg: Dict[str, Any], architecture: Optional[str], model_args, source
+) -> Dict[str, Any]:
     """The ``model_args`` of the config.json at ``source`` when it describes weights of ``cfg``'s architecture; a
     ValueError naming the file when they are another model's (e.g. a bViT's file in an ODE-ViT's
     ``pretrained_cfg_overlay``) or the model args are not a mapping."""
     if architecture is not None and cfg.get('architecture') not in (None, architecture):
-        raise ValueError(f'{source} says its weights are of {architecture!r}, not of {cfg["architecture"]!r}: create '
-                         f'{architecture!r} with them (or load their folder as local-dir:)')
+        raise ValueError(
+            f'{source} says its weights are of {architecture!r}, not of {cfg["architecture"]!r}: create '
+            f'{architecture!r} with them (or load their folder as local-dir:)'
+        )
     return check_dict(f'{source}: model_args', model_args)
 
 
@@ -268,18 +373,30 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
     ``local-dir:`` applies them (explicit kwargs win), and are recorded as construction args, so ``save_for_hf``
     exports them. An error while reading the weights becomes a ValueError naming their source."""
     from timm.models import build_model_with_cfg, resolve_pretrained_cfg
-    if 'depth' in kwargs and isinstance(cls, type):  # timm's ViT kwarg: say what stands for it, not a bare TypeError
-        dials = 'iterations=N or steps=N' if 'iterations' in inspect.signature(cls).parameters else 'steps=N'
+    # timm's ViT kwarg: say what stands for it, not a bare TypeError
+    if 'depth' in kwargs and isinstance(cls, type):
+        dials = (
+            'iterations=N or steps=N'
+            if 'iterations' in inspect.signature(cls).parameters
+            else 'steps=N'
+        )
         raise TypeError(f'{variant} has no depth argument: its depth is {dials}')
     saved = {}
-    if pretrained and 'pretrained_model_args' not in kwargs and isinstance(cls, type):  # cls takes the model args
+    # cls takes the model args
+    if pretrained and 'pretrained_model_args' not in kwargs and isinstance(cls, type):
         saved = saved_model_args(resolve_pretrained_cfg(
             variant, kwargs.get('pretrained_cfg'), kwargs.get('pretrained_cfg_overlay')).to_dict())
         kwargs = dict(saved, **kwargs, pretrained_model_args=saved)
     source = saved_config(kwargs.get('pretrained_cfg'))
-    if isinstance(kwargs.get('pretrained_cfg'), dict) and kwargs['pretrained_cfg'].get('num_classes') is not None:
-        check_int(f'{source or "pretrained_cfg"}: num_classes', kwargs['pretrained_cfg']['num_classes'], 0)
-    stage, filter_fn = [], kwargs.pop('pretrained_filter_fn', checkpoint_filter_fn)
+    if (
+        isinstance(kwargs.get('pretrained_cfg'), dict)
+        and kwargs['pretrained_cfg'].get('num_classes') is not None
+    ):
+        check_int(
+            f'{source or "pretrained_cfg"}: num_classes', kwargs['pretrained_cfg']['num_classes'], 0
+        )
+    stage = []
+    filter_fn = kwargs.pop('pretrained_filter_fn', checkpoint_filter_fn)
 
     def construct(**model_kwargs):  # marks where construction ends and loading the weights starts
         stage.append(cls(**model_kwargs))
@@ -289,17 +406,26 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
         out = filter_fn(state_dict, model)
         stage.append('loaded')
         return out
-    kwargs.setdefault('feature_cfg', dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter'))
+    kwargs.setdefault(
+        'feature_cfg', dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter')
+    )
     try:
-        model = build_model_with_cfg(construct, variant, pretrained, pretrained_filter_fn=load_filter, **kwargs)
+        model = build_model_with_cfg(
+            construct, variant, pretrained, pretrained_filter_fn=load_filter, **kwargs
+        )
     except Exception as e:
-        if not stage and source and type(e) in (ValueError, TypeError):  # the model args come from that file
+        # the model args come from that file
+        if not stage and source and type(e) in (ValueError, TypeError):
             raise type(e)(f'{variant} with the model_args of {source}: {e}') from e
         if not pretrained or len(stage) != 1:
             raise
         cfg = stage[0].pretrained_cfg
-        source = next((cfg[k] for k in ('file', 'url', 'hf_hub_id') if cfg.get(k)), 'the given state_dict')
-        raise ValueError(f'could not load the pretrained weights of {variant} from {source}: {e!r}') from e
+        source = next(
+            (cfg[k] for k in ('file', 'url', 'hf_hub_id') if cfg.get(k)), 'the given state_dict'
+        )
+        raise ValueError(
+            f'could not load the pretrained weights of {variant} from {source}: {e!r}'
+        ) from e
     # the input size the data pipeline resolves (train.py, timm.data.resolve_data_config) is the one the
     # model was built for (img_size / in_chans given at creation), not the registered default or a saved cfg's,
     # unless the caller overlaid one (pretrained_cfg_overlay=dict(input_size=...): timm's ViT keeps that)
@@ -321,8 +447,14 @@ def follow_input_size(model: nn.Module, built: Optional[Tuple[int, ...]] = None)
     current = tuple(model.pretrained_cfg.get('input_size', ()))
     if size and current != size and (built is None or current == tuple(built)):
         model.pretrained_cfg = model.default_cfg = dict(
-            model.pretrained_cfg, input_size=size,
-            **{k: per_channel(model.pretrained_cfg[k], size[0]) for k in ('mean', 'std') if k in model.pretrained_cfg})
+            model.pretrained_cfg,
+            input_size=size,
+            **{
+                k: per_channel(model.pretrained_cfg[k], size[0])
+                for k in ('mean', 'std')
+                if k in model.pretrained_cfg
+            },
+        )
 
 
 def image_channels(model: nn.Module) -> int:
@@ -351,7 +483,8 @@ def check_probability(name: str, value) -> None:
 def check_patch_grid(img_size, patch_size) -> None:
     """ValueError unless ``img_size`` and ``patch_size`` are positive integers (or pairs), the image size divisible by
     the patch size."""
-    img, patch = to_2tuple(img_size), to_2tuple(patch_size)
+    img = to_2tuple(img_size)
+    patch = to_2tuple(patch_size)
     for name, value in (('img_size', img), ('patch_size', patch)):
         if not all(is_int(v) and v >= 1 for v in value):
             raise ValueError(f'{name} must be positive integers, got {value!r}')
@@ -359,8 +492,17 @@ def check_patch_grid(img_size, patch_size) -> None:
         raise ValueError(f'img_size {img} is not divisible by patch_size {patch}')
 
 
-def check_architecture_args(img_size, patch_size, in_chans, num_classes, embed_dim, num_heads, mlp_ratio,
-                            reg_tokens, **drop_rates) -> None:
+def check_architecture_args(
+    img_size,
+    patch_size,
+    in_chans,
+    num_classes,
+    embed_dim,
+    num_heads,
+    mlp_ratio,
+    reg_tokens,
+    **drop_rates,
+) -> None:
     """ValueError naming the argument for a ViT the arguments cannot describe (before torch fails deep inside)."""
     check_patch_grid(img_size, patch_size)
     for name, value in (('in_chans', in_chans), ('embed_dim', embed_dim), ('num_heads', num_heads)):
@@ -368,7 +510,9 @@ def check_architecture_args(img_size, patch_size, in_chans, num_classes, embed_d
     if embed_dim % num_heads:
         raise ValueError(f'embed_dim {embed_dim} is not divisible by num_heads {num_heads}')
     if not is_real(mlp_ratio) or not math.isfinite(mlp_ratio) or int(embed_dim * mlp_ratio) < 1:
-        raise ValueError(f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}')
+        raise ValueError(
+            f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}'
+        )
     check_int('reg_tokens', reg_tokens, 0)
     check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
     for name, value in drop_rates.items():
@@ -387,7 +531,11 @@ def reset_parameters_(model: nn.Module, skip: Tuple[type, ...] = ()) -> None:
     own init sets): what timm's ``init_weights(needs_reset=True)`` does, so that a model built on the meta device
     and moved with ``to_empty`` is fully initialised (norms, patch-embedding conv) by ``init_weights()``."""
     for m in model.modules():
-        if m is not model and not isinstance(m, skip) and callable(getattr(m, 'reset_parameters', None)):
+        if (
+            m is not model
+            and not isinstance(m, skip)
+            and callable(getattr(m, 'reset_parameters', None))
+        ):
             m.reset_parameters()
 
 
@@ -432,18 +580,53 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         checked here."""
         _check_pool(global_pool, class_token)
         check_architecture_args(
-            img_size, patch_size, in_chans, num_classes, embed_dim, num_heads, mlp_ratio, reg_tokens,
-            drop_rate=drop_rate, pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate,
-            **(field_drop_rates or {}))
+            img_size,
+            patch_size,
+            in_chans,
+            num_classes,
+            embed_dim,
+            num_heads,
+            mlp_ratio,
+            reg_tokens,
+            drop_rate=drop_rate,
+            pos_drop_rate=pos_drop_rate,
+            patch_drop_rate=patch_drop_rate,
+            **(field_drop_rates or {}),
+        )
         super().__init__(
-            img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=num_classes,
-            global_pool=global_pool, embed_dim=embed_dim, depth=0, num_heads=num_heads, mlp_ratio=mlp_ratio,
-            class_token=class_token, reg_tokens=reg_tokens, final_norm=final_norm, fc_norm=fc_norm,
-            dynamic_img_size=dynamic_img_size, dynamic_img_pad=dynamic_img_pad, drop_rate=drop_rate,
-            pos_drop_rate=pos_drop_rate, patch_drop_rate=patch_drop_rate, weight_init='skip',
-            embed_layer=CheckedPatchEmbed, norm_layer=nn.LayerNorm, device=device, dtype=dtype)
-        self.pos_embed = nn.Parameter(torch.zeros(
-            1, int(class_token) + self.patch_embed.num_patches, embed_dim, device=device, dtype=dtype))
+            img_size=img_size,
+            patch_size=patch_size,
+            in_chans=in_chans,
+            num_classes=num_classes,
+            global_pool=global_pool,
+            embed_dim=embed_dim,
+            depth=0,
+            num_heads=num_heads,
+            mlp_ratio=mlp_ratio,
+            class_token=class_token,
+            reg_tokens=reg_tokens,
+            final_norm=final_norm,
+            fc_norm=fc_norm,
+            dynamic_img_size=dynamic_img_size,
+            dynamic_img_pad=dynamic_img_pad,
+            drop_rate=drop_rate,
+            pos_drop_rate=pos_drop_rate,
+            patch_drop_rate=patch_drop_rate,
+            weight_init='skip',
+            embed_layer=CheckedPatchEmbed,
+            norm_layer=nn.LayerNorm,
+            device=device,
+            dtype=dtype,
+        )
+        self.pos_embed = nn.Parameter(
+            torch.zeros(
+                1,
+                int(class_token) + self.patch_embed.num_patches,
+                embed_dim,
+                device=device,
+                dtype=dtype,
+            )
+        )
 
     def _set_depth(self, field: nn.Module, solver, train_depth: Optional[Sequence[int]] = None,
                    train_dial: str = 'steps') -> None:
@@ -502,13 +685,19 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         if self.dynamic_img_size:
             B, H, W, C = x.shape
             pos_embed = resample_abs_pos_embed(
-                pos_embed, new_size=(H, W), old_size=self.patch_embed.grid_size, num_prefix_tokens=n_cls)
+                pos_embed,
+                new_size=(H, W),
+                old_size=self.patch_embed.grid_size,
+                num_prefix_tokens=n_cls,
+            )
             x = x.view(B, -1, C)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         x = x + pos_embed
         if self.reg_token is not None:
-            x = torch.cat([x[:, :n_cls], self.reg_token.expand(x.shape[0], -1, -1), x[:, n_cls:]], dim=1)
+            x = torch.cat(
+                [x[:, :n_cls], self.reg_token.expand(x.shape[0], -1, -1), x[:, n_cls:]], dim=1
+            )
         return self.pos_drop(x)
 
     def set_input_size(self, img_size: Optional[Tuple[int, int]] = None, patch_size=None) -> None:
@@ -519,13 +708,17 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         built = (image_channels(self), *self.patch_embed.img_size)
         with _pos_embed_prefix(self):
             super().set_input_size(img_size=img_size, patch_size=patch_size)
-        follow_input_size(self, built)  # the data config follows, as save_for_hf's reload would resolve it
+        # the data config follows, as save_for_hf's reload would resolve it
+        follow_input_size(self, built)
 
-    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False):
+    def forward(
+        self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False
+    ):
         """timm's; with the solver's ``check_finite`` on (eager mode), the final state and the logits are checked
         together, one device sync: NaN/Inf raise FloatingPointError naming the cause instead of coming back."""
         stack = self.blocks
-        if not isinstance(stack, ContinuousDepthStack):  # e.g. nn.Sequential(*intervals): each checks its state
+        # e.g. nn.Sequential(*intervals): each checks its state
+        if not isinstance(stack, ContinuousDepthStack):
             return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
         deferred = stack.defer_checks()  # the stack leaves its check of the final state to us
         try:
@@ -538,8 +731,10 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         for x0, state in deferred:
             if not bool(torch.isfinite(state.detach()).all()):
                 raise explain_non_finite(x0, stack.field, stack.solver, self)
-        raise FloatingPointError(f'the final state is finite (max |X| = {deferred[-1][1].abs().max().item():.3g}) but '
-                                 'the logits are not: use a smaller depth scale, more steps or a lower lr')
+        raise FloatingPointError(
+            f'the final state is finite (max |X| = {deferred[-1][1].abs().max().item():.3g}) but '
+            'the logits are not: use a smaller depth scale, more steps or a lower lr'
+        )
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
         check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
