@@ -35,7 +35,8 @@ from .evaluation import (  # noqa: F401  (evaluate_together, DEFAULT_GRIDS: part
     short,
 )
 from .model_card import LEARNING_CURVE, TRAINING_LOG, model_card, plot_learning_curve, read_summary
-from .models._common import CIFAR10_LABELS, check_state_dict, checkpoint_weights, selected_weights
+from .models._cfgs import CIFAR10_LABELS
+from .models._checkpoint import check_state_dict, checkpoint_weights, selected_weights
 
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
 EXPORT_FILES = MODEL_FILES + (TRAINING_LOG, LEARNING_CURVE)

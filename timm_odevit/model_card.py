@@ -17,7 +17,7 @@ import timm
 import torch
 
 from ._compat import cpu_flash_attention_op
-from .models._common import packaged_weights
+from .models._cfgs import packaged_weights
 
 LEARNING_CURVE = 'learning_curve.png'
 # the README.md, a jinja2 template

@@ -278,7 +278,7 @@ def checked_resume(original, ema: bool = False):
     the model, missing / unexpected / mis-shaped keys named, before timm's function restores them."""
     from timm.models import clean_state_dict
     from timm_odevit.hub import load_checkpoint_file
-    from timm_odevit.models._common import check_state_dict
+    from timm_odevit.models._checkpoint import check_state_dict
 
     def resume(task, checkpoint_path, *args, **kwargs):
         model = _own_model(task.get_eval_model())
@@ -316,7 +316,7 @@ def checked_create_model(create):
     def create_model(name, *args, checkpoint_path=None, **kwargs):
         from timm_odevit.hub import depth_mismatch, load_checkpoint_file
         from timm_odevit.models import ContinuousDepthViT, checkpoint_filter_fn
-        from timm_odevit.models._common import check_state_dict
+        from timm_odevit.models._checkpoint import check_state_dict
         model = create(name, *args, **kwargs)
         if not checkpoint_path:
             return model

@@ -16,7 +16,7 @@ from typing import Any, Dict
 from timm.models import generate_default_cfgs, register_model
 from timm.models.vision_transformer import VisionTransformer
 
-from ._common import cifar_cfg
+from ._cfgs import cifar_cfg
 from .bvit import _create_baseline
 
 __all__ = []

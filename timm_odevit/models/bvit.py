@@ -42,10 +42,10 @@ from timm.models.vision_transformer import (
 
 from .._checks import check_int, is_int
 from ..layers import BlockField, SolverConfig, pop_solver_kwargs
-from ._common import (
-    CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, build_continuous_depth_model,
-    checkpoint_filter_fn, cifar_cfg, embed_tokens, reset_parameters_,
-)
+from ._builder import build_continuous_depth_model
+from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
+from ._checkpoint import checkpoint_filter_fn
+from ._common import ContinuousDepthViT, embed_tokens, reset_parameters_
 
 __all__ = ['BViT', 'checkpoint_filter_fn']
 

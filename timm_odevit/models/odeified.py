@@ -46,7 +46,8 @@ from ..layers import (
 )
 from .._checks import check_dict, read_config
 from .._compat import recorded_model_args
-from ._common import build_continuous_depth_model, cifar_cfg
+from ._builder import build_continuous_depth_model
+from ._cfgs import cifar_cfg
 from .base import ContinuousDepthMixin
 
 __all__ = ['odeify']

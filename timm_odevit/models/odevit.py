@@ -31,10 +31,10 @@ from ..layers import (
     pop_solver_kwargs,
     spectral_init_,
 )
-from ._common import (
-    CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT,
-    build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg, reset_parameters_,
-)
+from ._builder import build_continuous_depth_model
+from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
+from ._checkpoint import checkpoint_filter_fn
+from ._common import ContinuousDepthViT, reset_parameters_
 
 __all__ = ['ODEViT', 'checkpoint_filter_fn']
 HEAD_INITS = ('trunc_normal', 'spectral')
