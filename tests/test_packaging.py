@@ -84,13 +84,13 @@ def test_explicit_hf_hub_name_still_loads_from_the_hub(tag, monkeypatch):
 
 
 def test_missing_packaged_file_falls_back_to_hf_hub_id(tmp_path, monkeypatch):
-    from timm_odevit.models import _common
-    monkeypatch.setattr(_common, 'PACKAGED_WEIGHTS_DIR', tmp_path)
-    cfg = _common.cifar_cfg(hf_hub_id='timm-odevit/odevit_tiny_cifar.c10', packaged='odevit_tiny_cifar.c10')
+    from timm_odevit.models import _cfgs
+    monkeypatch.setattr(_cfgs, 'PACKAGED_WEIGHTS_DIR', tmp_path)
+    cfg = _cfgs.cifar_cfg(hf_hub_id='timm-odevit/odevit_tiny_cifar.c10', packaged='odevit_tiny_cifar.c10')
     assert 'file' not in cfg and cfg['hf_hub_id'] == 'timm-odevit/odevit_tiny_cifar.c10'
     (tmp_path / 'odevit_tiny_cifar.c10').mkdir()
     (tmp_path / 'odevit_tiny_cifar.c10' / 'model.safetensors').write_bytes(b'x')
-    assert _common.cifar_cfg(packaged='odevit_tiny_cifar.c10')['file'] == str(
+    assert _cfgs.cifar_cfg(packaged='odevit_tiny_cifar.c10')['file'] == str(
         tmp_path / 'odevit_tiny_cifar.c10' / 'model.safetensors')
 
 

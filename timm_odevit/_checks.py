@@ -32,7 +32,9 @@ def check_int(name: str, value, minimum: int = 1) -> int:
 def check_number(name: str, value, positive: bool = False) -> float:
     """``value`` as a float; ValueError unless it is a finite number >= 0 (> 0 with ``positive``)."""
     if not is_real(value) or not math.isfinite(value) or value < 0 or (positive and value == 0):
-        raise ValueError(f'{name} must be a finite number {">" if positive else ">="} 0, got {value!r}')
+        raise ValueError(
+            f'{name} must be a finite number {">" if positive else ">="} 0, got {value!r}'
+        )
     return float(value)
 
 
@@ -40,7 +42,9 @@ def check_dict(name: str, value) -> dict:
     """``value`` as a dict; ValueError naming ``name`` unless it is a mapping of name: value (a JSON object, a YAML
     mapping, a dict)."""
     if not isinstance(value, Mapping):
-        raise ValueError(f'{name} must be a mapping of name: value, got a {type(value).__name__}: {value!r}')
+        raise ValueError(
+            f'{name} must be a mapping of name: value, got a {type(value).__name__}: {value!r}'
+        )
     return dict(value)
 
 
@@ -50,9 +54,13 @@ def read_json(path, kind: type = dict):
     try:
         value = json.loads(pathlib.Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f'cannot read {path} ({type(e).__name__}: {e}): restore or regenerate the file') from e
+        raise ValueError(
+            f'cannot read {path} ({type(e).__name__}: {e}): restore or regenerate the file'
+        ) from e
     if not isinstance(value, kind):
-        raise ValueError(f'{path} holds a JSON {type(value).__name__}, not a {kind.__name__}: restore or regenerate it')
+        raise ValueError(
+            f'{path} holds a JSON {type(value).__name__}, not a {kind.__name__}: restore or regenerate it'
+        )
     return value
 
 
@@ -65,11 +73,15 @@ def read_yaml(path, what: str = '') -> dict:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f', line {mark.line + 1}, column {mark.column + 1}' if mark else ''
-        raise ValueError(f'{what}{path}{where}: not valid YAML ({e.problem or e.context})') from None
+        raise ValueError(
+            f'{what}{path}{where}: not valid YAML ({e.problem or e.context})'
+        ) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise ValueError(f'cannot read {what}{path} ({type(e).__name__}: {e})') from None
     if not isinstance(value, dict):
-        raise ValueError(f'{what}{path} must be a YAML mapping of option: value, got {type(value).__name__}')
+        raise ValueError(
+            f'{what}{path} must be a YAML mapping of option: value, got {type(value).__name__}'
+        )
     return value
 
 
@@ -86,7 +98,9 @@ def read_config(folder) -> dict:
     wrong = [f'"{k}" must be a JSON {CONFIG_TYPES[k].__name__}' for k, v in present.items()
              if not isinstance(v, CONFIG_TYPES[k]) or isinstance(v, bool)]
     if wrong:
-        raise ValueError(f'{path} is not a valid timm config.json ({"; ".join(wrong)}): fix it or export it again')
+        raise ValueError(
+            f'{path} is not a valid timm config.json ({"; ".join(wrong)}): fix it or export it again'
+        )
     return config
 
 

@@ -21,15 +21,23 @@ from torch import nn
 from torchdiffeq import odeint
 
 from ._checks import check_int, is_real
-from .layers import attention_probs, depth_stack, explicit_attention  # noqa: F401  (attention_probs: part of this API)
+from .layers import (  # noqa: F401  (attention_probs: part of this API)
+    attention_probs,
+    depth_stack,
+    explicit_attention,
+)
 from .models import embed_tokens
 from .tasks.attention_losses import cls_attention_mass as _cls_mass
 
 
 def _check_fraction(name: str, value, low_open: bool = True, high_open: bool = False) -> float:
     """ValueError unless ``value`` is a number in (0, 1] (NaN fails), or the interval the flags say."""
-    if not is_real(value) or not ((0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)):
-        raise ValueError(f'{name} must be a number in {"[("[low_open]}0, 1{"])"[high_open]}, got {value!r}')
+    if not is_real(value) or not (
+        (0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)
+    ):
+        raise ValueError(
+            f'{name} must be a number in {"[("[low_open]}0, 1{"])"[high_open]}, got {value!r}'
+        )
     return float(value)
 
 
@@ -65,7 +73,9 @@ def attention_maps(model: nn.Module, states: torch.Tensor) -> torch.Tensor:
     return torch.stack([field_attention(model, z) for z in states])
 
 
-def cls_attention_mass(model: nn.Module, maps: torch.Tensor, grid: Optional[Tuple[int, int]] = None) -> torch.Tensor:
+def cls_attention_mass(
+    model: nn.Module, maps: torch.Tensor, grid: Optional[Tuple[int, int]] = None
+) -> torch.Tensor:
     """[CLS] -> patch attention (mean over heads, renormalised over patches) on the patch grid:
     (P + 1, B, h, w). ``grid``: (h, w) of the input's patches (default: the model's built size; give it
     for another input size, e.g. ``model.patch_embed.dynamic_feat_size(x.shape[-2:])``)."""
@@ -74,8 +84,10 @@ def cls_attention_mass(model: nn.Module, maps: torch.Tensor, grid: Optional[Tupl
     mass = _cls_mass(maps, model.num_prefix_tokens)  # (P + 1, B, M)
     h, w = grid if grid is not None else model.patch_embed.grid_size
     if h * w != mass.shape[-1]:
-        raise ValueError(f'the maps have {mass.shape[-1]} patches but the grid is {h}x{w}'
-                         + ('' if grid is not None else ' (the built input size): pass grid=(h, w) of the input'))
+        raise ValueError(
+            f'the maps have {mass.shape[-1]} patches but the grid is {h}x{w}'
+            + ('' if grid is not None else ' (the built input size): pass grid=(h, w) of the input')
+        )
     return mass.reshape(*mass.shape[:2], h, w)
 
 
@@ -90,9 +102,16 @@ def mass_mask(mass: torch.Tensor, q: float = 0.9) -> torch.Tensor:
     return mask.reshape(mass.shape)
 
 
-def lyapunov_exponent_of_field(f: Callable[[torch.Tensor], torch.Tensor], x0: torch.Tensor, t_end: float,
-                               steps: int = 24, token: Optional[int] = 0, seed: int = 0, discrete: bool = False,
-                               transient: float = 0.) -> Tuple[float, torch.Tensor]:
+def lyapunov_exponent_of_field(
+    f: Callable[[torch.Tensor], torch.Tensor],
+    x0: torch.Tensor,
+    t_end: float,
+    steps: int = 24,
+    token: Optional[int] = 0,
+    seed: int = 0,
+    discrete: bool = False,
+    transient: float = 0.0,
+) -> Tuple[float, torch.Tensor]:
     """Largest Lyapunov exponent of dx/dt = f(x) (or of the map x -> x + f(x) when ``discrete``).
 
     A unit tangent vector v (on token ``token``, or the whole state if None) is carried along the trajectory by the
@@ -109,20 +128,31 @@ def lyapunov_exponent_of_field(f: Callable[[torch.Tensor], torch.Tensor], x0: to
         raise ValueError(f't_end must be a finite number > 0, got {t_end!r}')
     skip = int(transient * steps)
     if skip >= steps:
-        raise ValueError(f'transient={transient} discards all {steps} steps: use a smaller fraction or more steps')
-    noise = torch.randn(x0.shape, generator=torch.Generator().manual_seed(seed), dtype=x0.dtype).to(x0.device)
+        raise ValueError(
+            f'transient={transient} discards all {steps} steps: use a smaller fraction or more steps'
+        )
+    generator = torch.Generator().manual_seed(seed)
+    noise = torch.randn(x0.shape, generator=generator, dtype=x0.dtype).to(x0.device)
     v = noise if token is None else torch.zeros_like(x0)
     if token is not None:
         v[:, token] = noise[:, token]
-    t = torch.linspace(0., t_end, steps + 1, dtype=torch.float64 if x0.dtype == torch.float64 else torch.float32)
-    _, vs = odeint(lambda _, s: torch.func.jvp(f, (s[0],), (s[1],)), (x0, v / v.norm()), t.to(x0.device),
-                   method='euler' if discrete else 'rk4')
+    t = torch.linspace(
+        0.0, t_end, steps + 1, dtype=torch.float64 if x0.dtype == torch.float64 else torch.float32
+    )
+    _, vs = odeint(
+        lambda _, s: torch.func.jvp(f, (s[0],), (s[1],)),
+        (x0, v / v.norm()),
+        t.to(x0.device),
+        method='euler' if discrete else 'rk4',
+    )
     growth = vs.flatten(1).norm(dim=1).log().diff().cpu()
     return growth[skip:].sum().item() / (t_end / steps * (steps - skip)), growth
 
 
 @torch.no_grad()
-def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tuple[float, torch.Tensor]:
+def lyapunov_exponent(
+    model: nn.Module, x: torch.Tensor, steps: int = 24
+) -> Tuple[float, torch.Tensor]:
     """Largest Lyapunov exponent of the [CLS] trajectory, per unit of the solver's time (per iteration for the
     bViT recurrence, whose own Euler steps of h = 1 are the map). RK4 over ``steps`` steps as in the reference, in
     float64 on a copy of the model (trained fields can grow the state by many orders of magnitude)."""
@@ -132,13 +162,19 @@ def lyapunov_exponent(model: nn.Module, x: torch.Tensor, steps: int = 24) -> Tup
     cfg = depth_stack(model).solver
     discrete = cfg.unit == 'iteration'
     with explicit_attention(model):
-        return lyapunov_exponent_of_field(field_fn(model), embed_tokens(model, x[:1].double()), cfg.t_end,
-                                          cfg.steps if discrete else steps, discrete=discrete)
+        return lyapunov_exponent_of_field(
+            field_fn(model),
+            embed_tokens(model, x[:1].double()),
+            cfg.t_end,
+            cfg.steps if discrete else steps,
+            discrete=discrete,
+        )
 
 
 def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 0) -> float:
     check_int('iters (power iterations)', iters)
-    v = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype).to(x.device)
+    generator = torch.Generator().manual_seed(seed)
+    v = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)
     v = v / v.norm()
     sigma = 0.
     for _ in range(iters):
@@ -161,7 +197,9 @@ def lipschitz_estimate(model: nn.Module, x: torch.Tensor, iters: int = 20) -> fl
         return max(_spectral_norm_of_jacobian(f, z, iters) for z in states)
 
 
-def euler_error_bound(model: nn.Module, x: torch.Tensor, lipschitz: Optional[float] = None) -> Dict[str, float]:
+def euler_error_bound(
+    model: nn.Module, x: torch.Tensor, lipschitz: Optional[float] = None
+) -> Dict[str, float]:
     """The reference's Euler global-error bound (e^L − 1)/(2 L N) · sup_t ‖Ẍ(t)‖ with Ẍ = J_ψ ψ
     evaluated on the trajectory's states, L the Lipschitz estimate, N the number of steps
     (over the model's horizon; per unit time L is scaled by t_end). For the bViT recurrence (Euler, h = 1 on
@@ -172,7 +210,9 @@ def euler_error_bound(model: nn.Module, x: torch.Tensor, lipschitz: Optional[flo
     L = lipschitz if lipschitz is not None else lipschitz_estimate(model, x)
     L_t = L * solver.t_end
     with explicit_attention(model), torch.no_grad():
-        xdd = max(torch.func.jvp(f, (z,), (f(z),))[1].norm().item() for z in states) * solver.t_end ** 2
+        xdd = (
+            max(torch.func.jvp(f, (z,), (f(z),))[1].norm().item() for z in states) * solver.t_end**2
+        )
     N = solver.steps
     bound = (math.expm1(L_t) / (2 * L_t * N) * xdd) if L_t > 0 else xdd / (2 * N)
     return {'bound': bound, 'lipschitz': L, 'sup_second_derivative': xdd, 'steps': N}

@@ -84,7 +84,8 @@ class Settled(ExitRule):
     after ``patience + 1`` steps at the earliest."""
 
     def __init__(self, patience: int = 2):
-        self.patience = check_int('Settled(patience=...)', patience)  # steps with an unchanged prediction
+        # steps with an unchanged prediction
+        self.patience = check_int('Settled(patience=...)', patience)
 
     def __call__(self, readout: Readout) -> torch.Tensor:
         return readout.unchanged >= self.patience
@@ -98,7 +99,9 @@ class Confident(ExitRule):
 
     def __init__(self, threshold: float = 0.9):
         if not is_real(threshold) or not 0 < threshold <= 1:  # NaN and inf fail too
-            raise ValueError(f'Confident(threshold=...) must be a probability in (0, 1], got {threshold!r}')
+            raise ValueError(
+                f'Confident(threshold=...) must be a probability in (0, 1], got {threshold!r}'
+            )
         self.threshold = float(threshold)
 
     def __call__(self, readout: Readout) -> torch.Tensor:
@@ -110,10 +113,16 @@ class Confident(ExitRule):
 
 class _Combined(ExitRule):
     def __init__(self, a: ExitRule, b: ExitRule, op: str):
-        self.a, self.b, self.op = a, b, op
+        self.a = a
+        self.b = b
+        self.op = op
 
     def __call__(self, readout: Readout) -> torch.Tensor:
-        return self.a(readout) | self.b(readout) if self.op == '|' else self.a(readout) & self.b(readout)
+        return (
+            self.a(readout) | self.b(readout)
+            if self.op == '|'
+            else self.a(readout) & self.b(readout)
+        )
 
     def __repr__(self) -> str:
         return f'({self.a!r} {self.op} {self.b!r})'
@@ -121,7 +130,9 @@ class _Combined(ExitRule):
 
 def _check_rule(rule) -> ExitRule:
     if not isinstance(rule, ExitRule):
-        raise TypeError(f'rule must be an ExitRule (Settled(k), Confident(p), combined with | and &), got {rule!r}')
+        raise TypeError(
+            f'rule must be an ExitRule (Settled(k), Confident(p), combined with | and &), got {rule!r}'
+        )
     return rule
 
 
@@ -145,7 +156,9 @@ def _logits(model: nn.Module, z: torch.Tensor, time_point: int) -> torch.Tensor:
     return model.forward_head(model.norm(z))
 
 
-def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None, max_steps: Optional[int] = None) -> EarlyExit:
+def early_exit(
+    model: nn.Module, x: torch.Tensor, rule: ExitRule = None, max_steps: Optional[int] = None
+) -> EarlyExit:
     """Classify ``x`` (B, C, H, W), letting each image stop as soon as its prediction has settled.
 
     The state is integrated interval by interval on the model's current grid (``len(model.blocks)``
@@ -170,31 +183,53 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None, max_ste
     if x.shape[0] == 0:
         raise ValueError('x is an empty batch (0 images): there is nothing to classify')
     if getattr(model, 'num_classes', 1) == 0:
-        raise ValueError('the model has no classifier head to read (num_classes=0): reset_classifier(n) first')
-    L, B = len(stack), x.shape[0]
+        raise ValueError(
+            'the model has no classifier head to read (num_classes=0): reset_classifier(n) first'
+        )
+    L = len(stack)
+    B = x.shape[0]
     if max_steps is not None and (not is_int(max_steps) or not 1 <= max_steps <= L):
-        raise ValueError(f"max_steps must be an integer in 1..{L} (the model's grid intervals), got {max_steps!r}")
-    max_steps = L if max_steps is None else int(max_steps)  # a NumPy integer would turn the masks below into floats
+        raise ValueError(
+            f"max_steps must be an integer in 1..{L} (the model's grid intervals), got {max_steps!r}"
+        )
+    # a NumPy integer would turn the masks below into floats
+    max_steps = L if max_steps is None else int(max_steps)
     with torch.no_grad(), eval_mode(model):
         z = embed_tokens(model, x)                                      # (B, N, D)
-        active = torch.arange(B, device=x.device)                       # original index of each running image
-        nfe, steps, predictions = (torch.zeros(B, dtype=torch.long, device=x.device) for _ in range(3))
+        # original index of each running image
+        active = torch.arange(B, device=x.device)
+        nfe, steps, predictions = (
+            torch.zeros(B, dtype=torch.long, device=x.device) for _ in range(3)
+        )
         logits_out = previous = unchanged = None
         for i in range(max_steps):
             before = stack.nfe if i > 0 else 0
             z = stack[i](z)
-            nfe[active] += stack.nfe - before                          # evaluations of this call, per image
+            # evaluations of this call, per image
+            nfe[active] += stack.nfe - before
             logits = _logits(model, z, i + 1)                          # (b, C)
             if logits.ndim != 2:
-                raise ValueError(f'the head returned shape {tuple(logits.shape)}; early exit needs class logits (B, C)')
-            logits_out = logits.new_empty((B, logits.shape[1])) if logits_out is None else logits_out
+                raise ValueError(
+                    f'the head returned shape {tuple(logits.shape)}; early exit needs class logits (B, C)'
+                )
+            logits_out = (
+                logits.new_empty((B, logits.shape[1])) if logits_out is None else logits_out
+            )
             prediction = logits.argmax(dim=-1)
             unchanged = torch.zeros_like(prediction) if previous is None else \
                 torch.where(prediction == previous, unchanged + 1, torch.zeros_like(unchanged))
-            done = rule(Readout(i + 1, logits, logits.float().softmax(dim=-1), prediction, unchanged))
-            if not isinstance(done, torch.Tensor) or done.dtype != torch.bool or done.shape != prediction.shape:
-                raise TypeError(f'{rule!r} must return a bool tensor of shape {tuple(prediction.shape)}, got '
-                                f'{getattr(done, "dtype", type(done).__name__)} {tuple(getattr(done, "shape", ()))}')
+            done = rule(
+                Readout(i + 1, logits, logits.float().softmax(dim=-1), prediction, unchanged)
+            )
+            if (
+                not isinstance(done, torch.Tensor)
+                or done.dtype != torch.bool
+                or done.shape != prediction.shape
+            ):
+                raise TypeError(
+                    f'{rule!r} must return a bool tensor of shape {tuple(prediction.shape)}, got '
+                    f'{getattr(done, "dtype", type(done).__name__)} {tuple(getattr(done, "shape", ()))}'
+                )
             done = done | (i == max_steps - 1)
             finished = active[done]
             logits_out[finished] = logits[done]
@@ -202,7 +237,10 @@ def early_exit(model: nn.Module, x: torch.Tensor, rule: ExitRule = None, max_ste
             steps[finished] = i + 1
             if bool(done.all()):
                 break
-            z, active, previous, unchanged = z[~done], active[~done], prediction[~done], unchanged[~done]
+            z = z[~done]
+            active = active[~done]
+            previous = prediction[~done]
+            unchanged = unchanged[~done]
     return EarlyExit(predictions, logits_out, nfe, steps)
 
 
@@ -217,25 +255,38 @@ def _grid_changes(stack: ContinuousDepthStack, grid: GridSpec) -> Tuple[str, Dic
         return f'{stack.solver.method} {grid}', {'steps': check_int('grid steps', grid)}
     if isinstance(grid, tuple) and len(grid) == 2 and isinstance(grid[0], str):
         method, steps = grid
-        return f'{method} {steps}', {'method': method, 'steps': check_int(f'grid {grid!r}: steps', steps)}
+        return f'{method} {steps}', {
+            'method': method,
+            'steps': check_int(f'grid {grid!r}: steps', steps),
+        }
     if isinstance(grid, dict) and grid:
         return ', '.join(f'{k}={v}' for k, v in grid.items()), dict(grid)
-    raise ValueError(f'bad grid {grid!r}: give steps (int), (method, steps) such as ("euler", 6), or set_solver kwargs')
+    raise ValueError(
+        f'bad grid {grid!r}: give steps (int), (method, steps) such as ("euler", 6), or set_solver kwargs'
+    )
 
 
 def _regime_error(label: str, solver) -> str:
     """Why grid ``label`` is not a budget of a model integrated by ``solver``: it switches between the recurrence and
     an ODE method, another model of the same block rather than the same model at another cost."""
     if solver.method == 'recurrence':
-        return (f"grid {label!r}: the model iterates its block as a recurrence, which no ODE method approximates, so "
-                "another method is another model, not a budget of this one: give iterations (ints, or ('recurrence', "
-                "n)); to measure the block as an ODE, set_solver(method=...) first")
-    return (f"grid {label!r}: the model integrates an ODE ({solver.method}), and the recurrence is a model of its own, "
-            "not a grid of this ODE: give steps of an ODE method")
+        return (
+            f"grid {label!r}: the model iterates its block as a recurrence, which no ODE method approximates, so "
+            "another method is another model, not a budget of this one: give iterations (ints, or ('recurrence', "
+            "n)); to measure the block as an ODE, set_solver(method=...) first"
+        )
+    return (
+        f"grid {label!r}: the model integrates an ODE ({solver.method}), and the recurrence is a model of its own, "
+        "not a grid of this ODE: give steps of an ODE method"
+    )
 
 
-def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[GridSpec] = (2, 3, 4, 6, 8, 12, 16, 24),
-                        device: Optional[Union[str, torch.device]] = None) -> List[Dict[str, object]]:
+def accuracy_at_budgets(
+    model: nn.Module,
+    loader: Iterable,
+    grids: Sequence[GridSpec] = (2, 3, 4, 6, 8, 12, 16, 24),
+    device: Optional[Union[str, torch.device]] = None,
+) -> List[Dict[str, object]]:
     """Top-1 of ``model`` at each grid, **measured on the data ``loader`` yields** (batches of images and
     integer class targets); nothing is read from or stored with the weights, so the numbers are as good
     as that data is representative (use held-out data, not the test set you report on).
@@ -251,7 +302,8 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
     'nfe': mean field evaluations per image, 'top1': %, 'images': n, 'seconds': forward time}``.
     """
     stack = depth_stack(model)
-    if isinstance(grids, (str, bytes)) or not hasattr(grids, '__len__') or not len(grids):  # NumPy arrays too
+    # NumPy arrays too
+    if isinstance(grids, (str, bytes)) or not hasattr(grids, '__len__') or not len(grids):
         raise ValueError(f'grids must be a non-empty list of grids, got {grids!r}')
     original = stack.solver
     specs = [_grid_changes(stack, g) for g in grids]
@@ -266,18 +318,24 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
     model_device = params.device if params is not None else torch.device('cpu')
     device = model_device if device is None else torch.device(device)
     if device.type != model_device.type or device.index not in (None, model_device.index):
-        raise ValueError(f'device={device} but the model is on {model_device}: move it first (model.to(device))')
+        raise ValueError(
+            f'device={device} but the model is on {model_device}: move it first (model.to(device))'
+        )
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
     totals = [{'correct': 0, 'images': 0, 'evals': 0, 'seconds': 0.} for _ in specs]
-    with torch.no_grad(), eval_mode(model):  # the modes come back after the model's own grid (its interval modules)
+    # the modes come back after the model's own grid (its interval modules)
+    with torch.no_grad(), eval_mode(model):
         try:
             for batch in loader:
                 if not isinstance(batch, (tuple, list)) or len(batch) < 2:
                     raise ValueError('the loader must yield (images, targets) batches')
-                images, targets = batch[0].to(device), batch[1].to(device)
+                images = batch[0].to(device)
+                targets = batch[1].to(device)
                 if targets.ndim != 1 or targets.is_floating_point() or len(targets) != len(images):
-                    raise ValueError(f'targets must be class indices (B,), got {targets.dtype} '
-                                     f'{tuple(targets.shape)} for {len(images)} images: pass hard labels')
+                    raise ValueError(
+                        f'targets must be class indices (B,), got {targets.dtype} '
+                        f'{tuple(targets.shape)} for {len(images)} images: pass hard labels'
+                    )
                 if len(images) == 0:
                     continue
                 for (_, changes), total in zip(specs, totals):
@@ -294,9 +352,17 @@ def accuracy_at_budgets(model: nn.Module, loader: Iterable, grids: Sequence[Grid
             stack.solver = original  # the model args follow the solver back
     if not totals[0]['images']:
         raise ValueError('the loader yielded no images')
-    return [{'grid': label, 'changes': changes, 'nfe': t['evals'] / t['images'],
-             'top1': 100. * t['correct'] / t['images'], 'images': t['images'], 'seconds': t['seconds']}
-            for (label, changes), t in zip(specs, totals)]
+    return [
+        {
+            'grid': label,
+            'changes': changes,
+            'nfe': t['evals'] / t['images'],
+            'top1': 100.0 * t['correct'] / t['images'],
+            'images': t['images'],
+            'seconds': t['seconds'],
+        }
+        for (label, changes), t in zip(specs, totals)
+    ]
 
 
 def best_grid_for_budget(table: Sequence[Dict[str, object]], max_nfe: float) -> Dict[str, object]:
@@ -312,6 +378,8 @@ def best_grid_for_budget(table: Sequence[Dict[str, object]], max_nfe: float) -> 
     fits = [r for r in rows if r['nfe'] <= max_nfe]
     if not fits:
         cheapest = min(rows, key=lambda r: r['nfe'])
-        raise ValueError(f'no measured grid fits max_nfe={max_nfe:g}: the cheapest, {cheapest["grid"]}, uses '
-                         f'{cheapest["nfe"]:g} field evaluations per image')
+        raise ValueError(
+            f'no measured grid fits max_nfe={max_nfe:g}: the cheapest, {cheapest["grid"]}, uses '
+            f'{cheapest["nfe"]:g} field evaluations per image'
+        )
     return max(fits, key=lambda r: (r['top1'], -r['nfe']))

@@ -31,13 +31,19 @@ def image_folder(data_dir, split: str) -> Tuple[List[str], List[Tuple[str, int]]
     from timm.data.readers.reader_image_folder import find_images_and_targets
     folder = pathlib.Path(data_dir) / split
     if not folder.is_dir():
-        raise ValueError(f'no split {split!r}: {folder} is not a folder; give an ImageFolder root DIR/{split}/<class>/')
+        raise ValueError(
+            f'no split {split!r}: {folder} is not a folder; give an ImageFolder root DIR/{split}/<class>/'
+        )
     samples, class_to_idx = find_images_and_targets(str(folder))
     if not samples:
-        raise ValueError(f'no images in {folder}: expected {folder}/<class>/<image> with timm\'s image extensions')
+        raise ValueError(
+            f'no images in {folder}: expected {folder}/<class>/<image> with timm\'s image extensions'
+        )
     if '' in class_to_idx:
         loose = next(path for path, target in samples if target == class_to_idx[''])
-        raise ValueError(f'{folder} holds images outside class folders (e.g. {loose}): move them to {folder}/<class>/')
+        raise ValueError(
+            f'{folder} holds images outside class folders (e.g. {loose}): move them to {folder}/<class>/'
+        )
     return sorted(class_to_idx, key=class_to_idx.get), samples
 
 
@@ -57,8 +63,10 @@ def open_rgb(path) -> 'PIL.Image.Image':
                 grey = (np.asarray(img).astype(np.uint32) >> 8).astype(np.uint8)
                 return Image.fromarray(grey, mode='L').convert('RGB')
             if img.mode in ('I', 'F'):
-                raise ValueError(f'{img.mode!r} ({"32-bit integer" if img.mode == "I" else "float"}) pixels have no '
-                                 'stated range; save it as 8- or 16-bit')
+                raise ValueError(
+                    f'{img.mode!r} ({"32-bit integer" if img.mode == "I" else "float"}) pixels have no '
+                    'stated range; save it as 8- or 16-bit'
+                )
             if img.mode in ('P', 'PA'):
                 img = img.convert('RGBA')
             return img.convert('RGB')
@@ -69,16 +77,24 @@ def open_rgb(path) -> 'PIL.Image.Image':
 def _check_destination(src: pathlib.Path, dst: pathlib.Path, settings: dict) -> None:
     """Refuse a dst that overlaps src, or that holds something other than this split."""
     if dst == src or src in dst.parents or dst in src.parents:
-        raise ValueError(f'--dst {dst} must be outside --src {src} (and not contain it): the split replaces it whole')
+        raise ValueError(
+            f'--dst {dst} must be outside --src {src} (and not contain it): the split replaces it whole'
+        )
     if not dst.exists() or (dst.is_dir() and not any(dst.iterdir())):
         return
     stamp = dst / SETTINGS_FILE
     previous = read_json(stamp) if dst.is_dir() and stamp.is_file() else None
     if previous is None:
-        raise FileExistsError(f'--dst {dst} exists and is not a split made by this tool; delete it or choose another')
+        raise FileExistsError(
+            f'--dst {dst} exists and is not a split made by this tool; delete it or choose another'
+        )
     if previous != settings:
-        changed = ', '.join(f'{k} {previous.get(k)!r} -> {v!r}' for k, v in settings.items() if previous.get(k) != v)
-        raise FileExistsError(f'{dst} holds a split of other settings ({changed}); delete it or choose another --dst')
+        changed = ', '.join(
+            f'{k} {previous.get(k)!r} -> {v!r}' for k, v in settings.items() if previous.get(k) != v
+        )
+        raise FileExistsError(
+            f'{dst} holds a split of other settings ({changed}); delete it or choose another --dst'
+        )
 
 
 def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dict:
@@ -91,23 +107,31 @@ def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dic
     if val_per_class < 1:
         raise ValueError(f'val_per_class must be >= 1, got {val_per_class}')
     from timm.data.readers.img_extensions import get_img_extensions
-    src, dst = pathlib.Path(src).resolve(), pathlib.Path(dst).resolve()
+    src = pathlib.Path(src).resolve()
+    dst = pathlib.Path(dst).resolve()
     train = src / 'train'
-    classes, samples = image_folder(src, 'train')  # timm's reader: its image extensions, class = leaf folder
+    # timm's reader: its image extensions, class = leaf folder
+    classes, samples = image_folder(src, 'train')
     unread = sorted({d.name for d in train.iterdir() if d.is_dir()} - set(classes))
     if unread:
-        raise ValueError(f'class folders {unread} of {train} hold no image that timm reads as theirs (one of '
-                         f'{", ".join(get_img_extensions())} directly inside): the split would drop them; convert them')
+        raise ValueError(
+            f'class folders {unread} of {train} hold no image that timm reads as theirs (one of '
+            f'{", ".join(get_img_extensions())} directly inside): the split would drop them; convert them'
+        )
     settings = {'src': str(src), 'val_per_class': val_per_class, 'seed': seed}
     _check_destination(src, dst, settings)
 
     rng = random.Random(seed)
     plan = {}  # class -> (train files, val files), paths relative to src/train
     for index, c in enumerate(classes):
-        files = sorted(str(pathlib.Path(f).relative_to(train)) for f, target in samples if target == index)
+        files = sorted(
+            str(pathlib.Path(f).relative_to(train)) for f, target in samples if target == index
+        )
         if len(files) <= val_per_class:
-            raise ValueError(f'class {c!r} has {len(files)} images, cannot hold out {val_per_class} and keep one '
-                             f'for training; use --val-per-class below {len(files)}')
+            raise ValueError(
+                f'class {c!r} has {len(files)} images, cannot hold out {val_per_class} and keep one '
+                f'for training; use --val-per-class below {len(files)}'
+            )
         val = set(rng.sample(files, val_per_class))
         plan[c] = ([f for f in files if f not in val], sorted(val))
 
@@ -120,23 +144,37 @@ def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dic
         if (src / 'test').is_dir():
             os.symlink(src / 'test', tmp / 'test')
         (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1))
-    counts = {split: sum(len(p[i]) for p in plan.values()) for i, split in enumerate(('train', 'val'))}
+    counts = {
+        split: sum(len(p[i]) for p in plan.values()) for i, split in enumerate(('train', 'val'))
+    }
     return {**counts, 'classes': len(classes)}
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--src', required=True, help='ImageFolder root with src/train/<class>/<image> (and src/test)')
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        '--src',
+        required=True,
+        help='ImageFolder root with src/train/<class>/<image> (and src/test)',
+    )
     p.add_argument('--dst', required=True, help='new split root (outside --src)')
-    p.add_argument('--val-per-class', type=int, default=500, help='validation images per class (>= 1)')
-    p.add_argument('--seed', type=int, default=0, help='seed of the random choice of validation images')
+    p.add_argument(
+        '--val-per-class', type=int, default=500, help='validation images per class (>= 1)'
+    )
+    p.add_argument(
+        '--seed', type=int, default=0, help='seed of the random choice of validation images'
+    )
     args = p.parse_args(argv)
     try:
         counts = make_holdout_split(args.src, args.dst, args.val_per_class, args.seed)
     except (ValueError, TypeError, OSError) as e:
         p.error(str(e))
-    print(f"{args.dst}: {counts['train']} train and {counts['val']} val images in {counts['classes']} classes "
-          f"({args.val_per_class} val per class, seed {args.seed})")
+    print(
+        f"{args.dst}: {counts['train']} train and {counts['val']} val images in {counts['classes']} classes "
+        f"({args.val_per_class} val per class, seed {args.seed})"
+    )
 
 
 if __name__ == '__main__':

@@ -25,9 +25,18 @@ from timm.data import resolve_data_config
 
 from ._checks import is_real, read_config, read_json, replaced_folder, write_atomic
 from .evaluation import (  # noqa: F401  (evaluate_together, DEFAULT_GRIDS: part of the export API)
-    DEFAULT_GRIDS, check_grids, eval_transform, evaluate, evaluate_grids, evaluate_together, image_folder, short)
+    DEFAULT_GRIDS,
+    check_grids,
+    eval_transform,
+    evaluate,
+    evaluate_grids,
+    evaluate_together,
+    image_folder,
+    short,
+)
 from .model_card import LEARNING_CURVE, TRAINING_LOG, model_card, plot_learning_curve, read_summary
-from .models._common import CIFAR10_LABELS, check_state_dict, checkpoint_weights, selected_weights
+from .models._cfgs import CIFAR10_LABELS
+from .models._checkpoint import check_state_dict, checkpoint_weights, selected_weights
 
 MODEL_FILES = ('config.json', 'model.safetensors', 'README.md')
 EXPORT_FILES = MODEL_FILES + (TRAINING_LOG, LEARNING_CURVE)
@@ -46,7 +55,9 @@ def load_checkpoint_file(path, what: str = 'checkpoint') -> Any:
     missing, directory, truncated or corrupt files raise errors that name the file."""
     path = str(path)
     if os.path.isdir(path):
-        raise IsADirectoryError(f'{what} {path!r} is a directory, not a checkpoint file: give the file inside it')
+        raise IsADirectoryError(
+            f'{what} {path!r} is a directory, not a checkpoint file: give the file inside it'
+        )
     if not os.path.isfile(path):
         raise FileNotFoundError(f'{what} {path!r} does not exist')
     try:
@@ -55,17 +66,28 @@ def load_checkpoint_file(path, what: str = 'checkpoint') -> Any:
             return load_file(path)
         with torch.serialization.safe_globals(list(TRAIN_CHECKPOINT_GLOBALS)):
             return torch.load(path, map_location='cpu', weights_only=True)
-    except Exception as e:  # safetensors / torch raise their own types for truncated or corrupt files
-        unsafe = re.findall(r'unsupported (?:global: )?GLOBAL ([\w.]+)', str(e), flags=re.I)  # as torch's load names it
+    # safetensors / torch raise their own types for truncated or corrupt files
+    except Exception as e:
+        # as torch's load names it
+        unsafe = re.findall(r'unsupported (?:global: )?GLOBAL ([\w.]+)', str(e), flags=re.I)
         if unsafe:
-            raise ValueError(f'{what} {path!r} holds objects other than tensors and train.py arguments ('
-                             f'{", ".join(unsafe)}), refused: re-save its state_dict from code you trust') from None
-        raise ValueError(f'{what} {path!r} is not a readable PyTorch checkpoint, corrupt or truncated '
-                         f'({type(e).__name__}: {e}): re-download or re-save it') from None
+            raise ValueError(
+                f'{what} {path!r} holds objects other than tensors and train.py arguments ('
+                f'{", ".join(unsafe)}), refused: re-save its state_dict from code you trust'
+            ) from None
+        raise ValueError(
+            f'{what} {path!r} is not a readable PyTorch checkpoint, corrupt or truncated '
+            f'({type(e).__name__}: {e}): re-download or re-save it'
+        ) from None
 
 
-def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model_name: Optional[str] = None,
-                          model_kwargs: Optional[Dict[str, Any]] = None, what: str = 'checkpoint'):
+def model_from_checkpoint(
+    checkpoint: str,
+    use_ema: Optional[bool] = None,
+    model_name: Optional[str] = None,
+    model_kwargs: Optional[Dict[str, Any]] = None,
+    what: str = 'checkpoint',
+):
     """Rebuild the model of a train.py checkpoint (architecture and --model-kwargs from its args, ``model_kwargs``
     over them; the class count of its classifier) and load its weights strictly; a bare state dict needs
     ``model_name``. ``use_ema``: None (default) takes the weights the run selected on (:func:`selected_weights`),
@@ -77,7 +99,9 @@ def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model
     saved = ckpt.get('arch') or getattr(args, 'model', None)
     name = model_name or saved
     if name is None or saved not in (None, name):
-        raise ValueError(f'{what} {checkpoint!r} is of architecture {saved!r}, not {name!r}: build the one it names')
+        raise ValueError(
+            f'{what} {checkpoint!r} is of architecture {saved!r}, not {name!r}: build the one it names'
+        )
     kwargs = {**(getattr(args, 'model_kwargs', None) or {}), **(model_kwargs or {})}
     head = getattr(timm.models.get_pretrained_cfg(name), 'classifier', None) or 'head'
     head = f'{head[0] if isinstance(head, (tuple, list)) else head}.weight'
@@ -85,17 +109,33 @@ def model_from_checkpoint(checkpoint: str, use_ema: Optional[bool] = None, model
     if getattr(args, 'in_chans', None) is not None:  # train.py passes --in-chans to create_model
         kwargs.setdefault('in_chans', args.in_chans)
     model = timm.create_model(name, pretrained=False, **kwargs)
-    check_state_dict(model, state, source=f'{what} {checkpoint!r} (architecture {name!r} built with {kwargs})')
+    check_state_dict(
+        model, state, source=f'{what} {checkpoint!r} (architecture {name!r} built with {kwargs})'
+    )
     model.load_state_dict(state)
     # the registered cfg's tag and class names describe the released weights, not this run's (the evaluation names the
     # classes); the preprocessing is the run's, as train.py resolved it (--input-size, --mean, --std, ... over the cfg)
-    cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in ('tag', 'label_names', 'label_descriptions')}
-    model.pretrained_cfg = {**cfg, **resolve_data_config(vars(args or argparse.Namespace()), model=model)}
+    cfg = {
+        k: v
+        for k, v in model.pretrained_cfg.items()
+        if k not in ('tag', 'label_names', 'label_descriptions')
+    }
+    model.pretrained_cfg = {
+        **cfg,
+        **resolve_data_config(vars(args or argparse.Namespace()), model=model),
+    }
     epoch = ckpt.get('epoch')
-    info = {'architecture': name, 'model_kwargs': kwargs, 'epoch': epoch, 'selected': selected_weights(ckpt),
-            'ema': selected_weights(ckpt) == 'ema' if use_ema is None else use_ema, 'metric': ckpt.get('metric'),
-            'epoch_1based': None if epoch is None else int(epoch) + 1,
-            'train_args': json.loads(json.dumps(vars(args or argparse.Namespace()), default=str))}  # JSON values
+    info = {
+        'architecture': name,
+        'model_kwargs': kwargs,
+        'epoch': epoch,
+        'selected': selected_weights(ckpt),
+        'ema': selected_weights(ckpt) == 'ema' if use_ema is None else use_ema,
+        'metric': ckpt.get('metric'),
+        'epoch_1based': None if epoch is None else int(epoch) + 1,
+        # JSON values
+        'train_args': json.loads(json.dumps(vars(args or argparse.Namespace()), default=str)),
+    }
     return model.eval(), info
 
 
@@ -106,15 +146,19 @@ def resolve_dataset(dataset: Optional[str], classes: List[str], eval_dir: str) -
     dataset = 'cifar10' if dataset is None and tuple(classes) == CIFAR10_LABELS else dataset
     if dataset is None:
         return (pathlib.Path(eval_dir).resolve().name,) * 2
-    check_hub_id('--dataset', dataset, 'a Hub dataset id (NAME or ORG/NAME, e.g. cifar10)', slashes=(0, 1))
+    check_hub_id(
+        '--dataset', dataset, 'a Hub dataset id (NAME or ORG/NAME, e.g. cifar10)', slashes=(0, 1)
+    )
     known = KNOWN_DATASETS.get(dataset.lower())
     if known is None:
         return dataset, dataset
     display, expected = known
     count = expected if isinstance(expected, int) else len(expected)
     if (len(classes) != expected) if isinstance(expected, int) else (tuple(classes) != expected):
-        raise ValueError(f'--dataset {dataset} does not describe the evaluated folder {eval_dir} ({len(classes)} '
-                         f'classes {short(classes)}, {display} has {count}): give the dataset it holds')
+        raise ValueError(
+            f'--dataset {dataset} does not describe the evaluated folder {eval_dir} ({len(classes)} '
+            f'classes {short(classes)}, {display} has {count}): give the dataset it holds'
+        )
     return dataset.lower(), display
 
 
@@ -122,17 +166,32 @@ def _check_out_dir(out: pathlib.Path) -> None:
     """The export target must be a new folder, an empty one, or an earlier export (whose files it replaces)."""
     if out.exists() and not out.is_dir():
         raise ValueError(f'out_dir {out} is a file, not a folder: choose a folder')
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
+    foreign = (
+        sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
+    )
     if foreign:
-        raise ValueError(f'out_dir {out} holds files an export does not write ({short(foreign)}): choose a new or '
-                         'empty folder (an earlier export is replaced as a whole)')
+        raise ValueError(
+            f'out_dir {out} holds files an export does not write ({short(foreign)}): choose a new or '
+            'empty folder (an earlier export is replaced as a whole)'
+        )
 
 
-def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_dir: Optional[str] = None,
-           eval_split: str = 'test', repo_id: Optional[str] = None, dataset: Optional[str] = None,
-           train_command: Optional[str] = None, model_kwargs: Optional[Dict[str, Any]] = None,
-           device: str = 'cpu', batch_size: int = 250, workers: int = 2, progress: bool = False,
-           grids: Optional[Sequence[int]] = None) -> Dict[str, Any]:
+def export(
+    checkpoint: str,
+    out_dir: str,
+    use_ema: Optional[bool] = None,
+    eval_dir: Optional[str] = None,
+    eval_split: str = 'test',
+    repo_id: Optional[str] = None,
+    dataset: Optional[str] = None,
+    train_command: Optional[str] = None,
+    model_kwargs: Optional[Dict[str, Any]] = None,
+    device: str = 'cpu',
+    batch_size: int = 250,
+    workers: int = 2,
+    progress: bool = False,
+    grids: Optional[Sequence[int]] = None,
+) -> Dict[str, Any]:
     """train.py checkpoint -> Hub folder (model.safetensors, config.json with the classes' label_names, README.md
     model card; the run's summary.csv copied and drawn as learning_curve.png, training time from its
     train_time.json). ``use_ema`` None: the weights the run selected on (EMA with --model-ema). The card's
@@ -142,7 +201,9 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     from timm.models import save_for_hf
     from .layers import ContinuousDepthStack
     if not eval_dir:
-        raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
+        raise ValueError(
+            'the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)'
+        )
     grids = None if grids is None else check_grids(grids)
     out = pathlib.Path(out_dir).resolve()
     _check_out_dir(out)
@@ -150,24 +211,42 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
     if repo_id:  # checked before the (long) evaluation
         check_repo_id(repo_id)
         model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
-    if getattr(model, 'train_depth', None):  # a training recipe (the card's command keeps it), not part of the weights
+    # a training recipe (the card's command keeps it), not part of the weights
+    if getattr(model, 'train_depth', None):
         model.set_train_depth(None)
     classes, _ = image_folder(eval_dir, eval_split)
     _check_training_classes(info['train_args'], classes, str(pathlib.Path(eval_dir) / eval_split))
     dataset, dataset_name = resolve_dataset(dataset, classes, eval_dir)
     if grids and not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
-        raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
-    run_dir, timing = pathlib.Path(checkpoint).parent, pathlib.Path(checkpoint).with_name('train_time.json')
-    timed = info['train_time'] = read_json(timing) if timing.is_file() else {}  # checked before the evaluation
+        raise ValueError(
+            f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)'
+        )
+    run_dir = pathlib.Path(checkpoint).parent
+    timing = run_dir / 'train_time.json'
+    # checked before the evaluation
+    timed = info['train_time'] = read_json(timing) if timing.is_file() else {}
     if timed and not (is_real(timed.get('seconds')) and isinstance(timed.get('epochs'), dict)):
-        raise ValueError(f'{timing} needs "seconds" (a number) and "epochs" (an object): restore or regenerate it')
+        raise ValueError(
+            f'{timing} needs "seconds" (a number) and "epochs" (an object): restore or regenerate it'
+        )
     rows = read_summary(run_dir / TRAINING_LOG) if (run_dir / TRAINING_LOG).is_file() else None
-    metrics = evaluate(model, eval_dir, eval_split, batch_size=batch_size, workers=workers, device=device,
-                       progress=progress)
-    if grids:  # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
-        metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
+    metrics = evaluate(
+        model,
+        eval_dir,
+        eval_split,
+        batch_size=batch_size,
+        workers=workers,
+        device=device,
+        progress=progress,
+    )
+    # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
+    if grids:
+        metrics['grids'] = evaluate_grids(
+            model, eval_dir, eval_split, grids, batch_size, workers, device
+        )
     model.cpu()
-    metrics['dataset'], metrics['dataset_name'] = dataset, dataset_name
+    metrics['dataset'] = dataset
+    metrics['dataset_name'] = dataset_name
     info['checkpoint_file'] = pathlib.Path(checkpoint).name
     # written and verified beside out_dir after the (long) evaluation, then swapped in whole: a failure leaves it
     with replaced_folder(out) as staging:
@@ -176,11 +255,14 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
         os.chmod(staging / 'model.safetensors', (staging / 'config.json').stat().st_mode & 0o777)
         name = repo_id.split('/')[-1] if repo_id else info['architecture']
         log = rows is not None  # the run's per-epoch record travels with the weights
-        curve = log and importlib.util.find_spec('matplotlib') is not None  # else the card gets no learning curve
+        # else the card gets no learning curve
+        curve = log and importlib.util.find_spec('matplotlib') is not None
         if log:
             shutil.copy(run_dir / TRAINING_LOG, staging / TRAINING_LOG)
         if curve:
-            plot_learning_curve(rows, staging / LEARNING_CURVE, f'{name}: validation top-1 per epoch')
+            plot_learning_curve(
+                rows, staging / LEARNING_CURVE, f'{name}: validation top-1 per epoch'
+            )
         (staging / 'README.md').write_text(model_card(
             name, model, metrics, info, metrics['dataset'], repo_id, train_command=train_command,
             learning_curve=curve, training_log=log))
@@ -190,13 +272,16 @@ def export(checkpoint: str, out_dir: str, use_ema: Optional[bool] = None, eval_d
 
 def _check_training_classes(train_args: Dict[str, Any], classes: List[str], where: str) -> None:
     """When the run's training ImageFolder is still there, its classes must be the evaluated ones."""
-    data_dir, split = train_args.get('data_dir'), train_args.get('train_split') or 'train'
+    data_dir = train_args.get('data_dir')
+    split = train_args.get('train_split') or 'train'
     if not data_dir or train_args.get('dataset') or not (pathlib.Path(data_dir) / split).is_dir():
         return
     trained = sorted(p.name for p in (pathlib.Path(data_dir) / split).iterdir() if p.is_dir())
     if trained and trained != list(classes):
-        raise ValueError(f'{where} classes {short(classes)} are not those the model was trained on '
-                         f'({pathlib.Path(data_dir) / split}: {short(trained)}): evaluate on its dataset')
+        raise ValueError(
+            f'{where} classes {short(classes)} are not those the model was trained on '
+            f'({pathlib.Path(data_dir) / split}: {short(trained)}): evaluate on its dataset'
+        )
 
 
 def check_hub_id(name: str, value, what: str, slashes: Tuple[int, ...] = (1,)) -> None:
@@ -245,12 +330,18 @@ def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:
     except Exception:  # not a config this model can be compared with: nothing to warn about
         return ''
     ours = stack.solver
-    if (saved.method, saved.steps, round(saved.t_end, 9)) == (ours.method, ours.steps, round(ours.t_end, 9)):
+    if (saved.method, saved.steps, round(saved.t_end, 9)) == (
+        ours.method,
+        ours.steps,
+        round(ours.t_end, 9),
+    ):
         return ''
-    return (f'warning: {folder / "config.json"} runs these weights on {saved.steps} {saved.method} steps to '
-            f't={saved.t_end:g}, this model on {ours.steps} {ours.method} steps to t={ours.t_end:g}, so its accuracy '
-            f'is not theirs: load the folder (--model local-dir:{folder} --pretrained) or give the model their depth '
-            'settings (--model-kwargs)')
+    return (
+        f'warning: {folder / "config.json"} runs these weights on {saved.steps} {saved.method} steps to '
+        f't={saved.t_end:g}, this model on {ours.steps} {ours.method} steps to t={ours.t_end:g}, so its accuracy '
+        f'is not theirs: load the folder (--model local-dir:{folder} --pretrained) or give the model their depth '
+        'settings (--model-kwargs)'
+    )
 
 
 def verify_folder(folder) -> None:
@@ -263,7 +354,9 @@ def verify_folder(folder) -> None:
     folder = pathlib.Path(folder)
     missing = [f for f in MODEL_FILES if not (folder / f).is_file()]
     if missing:
-        raise ValueError(f'{folder} is not a model folder ({", ".join(missing)} missing): export it with odevit-export')
+        raise ValueError(
+            f'{folder} is not a model folder ({", ".join(missing)} missing): export it with odevit-export'
+        )
     config = read_config(folder)
     weights = folder / 'model.safetensors'
     state = load_checkpoint_file(weights, 'weights')
@@ -272,22 +365,36 @@ def verify_folder(folder) -> None:
         check_state_dict(model, state, source=str(weights))
         changed = sorted(k for k, v in model.state_dict().items() if not torch.equal(v, state[k]))
         if changed:
-            raise ValueError(f'{changed[:4]} do not load as saved: config.json builds another model than the weights')
-        raw = {k: model.pretrained_cfg[k] for k in ('crop_pct', 'crop_mode') if k in model.pretrained_cfg}
-        transform, mode = eval_transform(dict(resolve_data_config(model=model), **raw))  # 0 is not timm's 0.875
+            raise ValueError(
+                f'{changed[:4]} do not load as saved: config.json builds another model than the weights'
+            )
+        raw = {
+            k: model.pretrained_cfg[k]
+            for k in ('crop_pct', 'crop_mode')
+            if k in model.pretrained_cfg
+        }
+        # 0 is not timm's 0.875
+        transform, mode = eval_transform(dict(resolve_data_config(model=model), **raw))
         channels, height, width = model.pretrained_cfg['input_size']
         with torch.no_grad():
             model(transform(Image.new(mode, (width, height))).unsqueeze(0))
     except Exception as e:
         if isinstance(e, ValueError) and str(folder) in str(e):
             raise
-        raise ValueError(f'{folder} does not load ({type(e).__name__}: {e}): fix config.json or export it again') from e
+        raise ValueError(
+            f'{folder} does not load ({type(e).__name__}: {e}): fix config.json or export it again'
+        ) from e
     labels = config.get('label_names', config.get('pretrained_cfg', {}).get('label_names'))
-    if labels is not None and (not isinstance(labels, list) or not all(isinstance(n, str) for n in labels)
-                               or not len(set(labels)) == len(labels) == model.num_classes):
+    if labels is not None and (
+        not isinstance(labels, list)
+        or not all(isinstance(n, str) for n in labels)
+        or not len(set(labels)) == len(labels) == model.num_classes
+    ):
         got = f'{short(labels)} ({len(labels)} names)' if isinstance(labels, list) else repr(labels)
-        raise ValueError(f'{folder}/config.json: label_names must be a list of {model.num_classes} distinct names, got '
-                         f'{got}')
+        raise ValueError(
+            f'{folder}/config.json: label_names must be a list of {model.num_classes} distinct names, got '
+            f'{got}'
+        )
 
 
 # ---- publish / cache ----------------------------------------------------------------------------
@@ -307,7 +414,9 @@ def publish(folder: str, repo_id: str, private: bool = False, dry_run: bool = Fa
     return files
 
 
-def install_in_hf_cache(folder, repo_id: str, cache_dir: Optional[str] = None, revision: str = 'main') -> pathlib.Path:
+def install_in_hf_cache(
+    folder, repo_id: str, cache_dir: Optional[str] = None, revision: str = 'main'
+) -> pathlib.Path:
     """Place a model folder in the Hugging Face cache layout as if downloaded from ``repo_id``, so
     timm's real hub path (``hf-hub:``, registered ``hf_hub_id``) loads it with HF_HUB_OFFLINE=1."""
     from huggingface_hub.constants import HF_HUB_CACHE
@@ -329,33 +438,75 @@ CLI_ERRORS = (ValueError, KeyError, TypeError, OSError, RuntimeError)
 
 
 def _message(e: BaseException) -> str:
-    return e.args[0] if isinstance(e, KeyError) and e.args and isinstance(e.args[0], str) else str(e) or repr(e)
+    return (
+        e.args[0]
+        if isinstance(e, KeyError) and e.args and isinstance(e.args[0], str)
+        else str(e) or repr(e)
+    )
 
 
 def export_parser() -> argparse.ArgumentParser:
     """odevit-export's command line."""
     p = argparse.ArgumentParser(
-        prog='odevit-export', description='Export a train.py checkpoint as a Hugging Face Hub model folder: weights, '
-        'config.json and a model card whose accuracy is measured here on --eval-dir/--eval-split.')
-    p.add_argument('checkpoint', help='train.py checkpoint (model_best.pth.tar / last.pth.tar of a run folder)')
-    p.add_argument('out_dir', help='folder to write (new, empty, or an earlier export, which is replaced)')
+        prog='odevit-export',
+        description='Export a train.py checkpoint as a Hugging Face Hub model folder: weights, '
+        'config.json and a model card whose accuracy is measured here on --eval-dir/--eval-split.',
+    )
+    p.add_argument(
+        'checkpoint', help='train.py checkpoint (model_best.pth.tar / last.pth.tar of a run folder)'
+    )
+    p.add_argument(
+        'out_dir', help='folder to write (new, empty, or an earlier export, which is replaced)'
+    )
     weights = p.add_mutually_exclusive_group()
-    weights.add_argument('--ema', action='store_true', default=None,
-                         help='export the EMA weights (default: the weights the run selected on: EMA with --model-ema)')
-    weights.add_argument('--raw', dest='ema', action='store_false', help='export the raw (non-EMA) weights')
-    p.add_argument('--eval-dir', required=True, help='ImageFolder root (DIR/SPLIT/<class>/<image>) to measure the '
-                   "model-card accuracy on; its classes must be the model's")
-    p.add_argument('--eval-split', default='test', help='split folder of --eval-dir to evaluate (default: test)')
-    p.add_argument('--repo-id', default=None, help='ORG/NAME the folder will be published as (goes into the card)')
-    p.add_argument('--dataset', default=None, help='Hub dataset id for the card (default: recognised from the '
-                   'evaluated classes, e.g. cifar10, else the --eval-dir folder name); checked against the classes')
-    p.add_argument('--train-command', default=None, help='the training command line, quoted in the card')
+    weights.add_argument(
+        '--ema',
+        action='store_true',
+        default=None,
+        help='export the EMA weights (default: the weights the run selected on: EMA with --model-ema)',
+    )
+    weights.add_argument(
+        '--raw', dest='ema', action='store_false', help='export the raw (non-EMA) weights'
+    )
+    p.add_argument(
+        '--eval-dir',
+        required=True,
+        help='ImageFolder root (DIR/SPLIT/<class>/<image>) to measure the '
+        "model-card accuracy on; its classes must be the model's",
+    )
+    p.add_argument(
+        '--eval-split',
+        default='test',
+        help='split folder of --eval-dir to evaluate (default: test)',
+    )
+    p.add_argument(
+        '--repo-id',
+        default=None,
+        help='ORG/NAME the folder will be published as (goes into the card)',
+    )
+    p.add_argument(
+        '--dataset',
+        default=None,
+        help='Hub dataset id for the card (default: recognised from the '
+        'evaluated classes, e.g. cifar10, else the --eval-dir folder name); checked against the classes',
+    )
+    p.add_argument(
+        '--train-command', default=None, help='the training command line, quoted in the card'
+    )
     p.add_argument('--device', default='cpu', help='device to evaluate on (cpu, cuda, cuda:1, ...)')
-    p.add_argument('--batch-size', type=int, default=250, help='evaluation batch size (default: 250)')
+    p.add_argument(
+        '--batch-size', type=int, default=250, help='evaluation batch size (default: 250)'
+    )
     p.add_argument('--workers', type=int, default=2, help='data loading processes (default: 2)')
-    p.add_argument('--grids', type=int, nargs='+', default=None, metavar='N',
-                   help='also measure top-1 at these depths (Euler steps / iterations) for the card, e.g. '
-                        + ' '.join(map(str, DEFAULT_GRIDS)))
+    p.add_argument(
+        '--grids',
+        type=int,
+        nargs='+',
+        default=None,
+        metavar='N',
+        help='also measure top-1 at these depths (Euler steps / iterations) for the card, e.g. '
+        + ' '.join(map(str, DEFAULT_GRIDS)),
+    )
     return p
 
 
@@ -363,16 +514,29 @@ def export_main(argv=None) -> None:
     p = export_parser()
     args = p.parse_args(argv)
     if args.batch_size < 1 or args.workers < 0:
-        p.error(f'--batch-size must be >= 1 and --workers >= 0, got {args.batch_size} and {args.workers}')
+        p.error(
+            f'--batch-size must be >= 1 and --workers >= 0, got {args.batch_size} and {args.workers}'
+        )
     try:
         torch.device(args.device)
     except RuntimeError as e:
         p.error(f'--device {args.device!r}: {e}')
     try:
-        metrics = export(args.checkpoint, args.out_dir, use_ema=args.ema, eval_dir=args.eval_dir,
-                         eval_split=args.eval_split, repo_id=args.repo_id, dataset=args.dataset,
-                         train_command=args.train_command, device=args.device, batch_size=args.batch_size,
-                         workers=args.workers, progress=True, grids=args.grids)
+        metrics = export(
+            args.checkpoint,
+            args.out_dir,
+            use_ema=args.ema,
+            eval_dir=args.eval_dir,
+            eval_split=args.eval_split,
+            repo_id=args.repo_id,
+            dataset=args.dataset,
+            train_command=args.train_command,
+            device=args.device,
+            batch_size=args.batch_size,
+            workers=args.workers,
+            progress=True,
+            grids=args.grids,
+        )
     except CLI_ERRORS as e:
         p.error(_message(e))
     print(json.dumps({k: v for k, v in metrics.items() if k != 'classes'}))
@@ -380,12 +544,20 @@ def export_main(argv=None) -> None:
 
 def publish_parser() -> argparse.ArgumentParser:
     """odevit-publish's command line."""
-    p = argparse.ArgumentParser(prog='odevit-publish',
-                                description='Verify an exported model folder and upload it to the Hugging Face Hub.')
+    p = argparse.ArgumentParser(
+        prog='odevit-publish',
+        description='Verify an exported model folder and upload it to the Hugging Face Hub.',
+    )
     p.add_argument('folder', help='folder written by odevit-export')
-    p.add_argument('--repo-id', required=True, help='ORG/NAME of the Hub model repository (created if missing)')
+    p.add_argument(
+        '--repo-id', required=True, help='ORG/NAME of the Hub model repository (created if missing)'
+    )
     p.add_argument('--private', action='store_true', help='create the repository as private')
-    p.add_argument('--dry-run', action='store_true', help='verify and list what would be uploaded, upload nothing')
+    p.add_argument(
+        '--dry-run',
+        action='store_true',
+        help='verify and list what would be uploaded, upload nothing',
+    )
     return p
 
 
@@ -396,7 +568,11 @@ def publish_main(argv=None) -> None:
         files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
     except CLI_ERRORS as e:
         p.error(_message(e))
-    print(('would upload ' if args.dry_run else 'uploaded ') + ', '.join(files) + f' to {args.repo_id}')
+    print(
+        ('would upload ' if args.dry_run else 'uploaded ')
+        + ', '.join(files)
+        + f' to {args.repo_id}'
+    )
 
 
 if __name__ == '__main__':

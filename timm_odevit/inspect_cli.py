@@ -15,6 +15,7 @@ import pathlib
 from typing import Any, Dict, Optional
 
 import torch
+import torch.nn.functional as F
 
 from . import analysis
 from ._checks import write_atomic
@@ -25,7 +26,8 @@ def load_image(path: str, model) -> torch.Tensor:
     """Read an image and preprocess it with the model's own data config -> (1, C, H, W)."""
     from timm.data import create_transform, resolve_data_config
     from .data import open_rgb
-    img = open_rgb(path)  # 16-bit and palette images converted faithfully; ValueError naming the file
+    # 16-bit and palette images converted faithfully; ValueError naming the file
+    img = open_rgb(path)
     return create_transform(**resolve_data_config(model=model), is_training=False)(img)[None]
 
 
@@ -34,7 +36,9 @@ def _denormalise(x: torch.Tensor, model) -> torch.Tensor:
     return (x[0] * std + mean).clamp(0, 1).permute(1, 2, 0)
 
 
-def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lyapunov_steps: int = 24) -> Dict[str, Any]:
+def inspect_image(
+    model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lyapunov_steps: int = 24
+) -> Dict[str, Any]:
     """Write the figures and summary.json of image ``x`` (1, C, H, W) into ``out_dir``; returns the summary."""
     from matplotlib.figure import Figure
     out = pathlib.Path(out_dir)
@@ -54,12 +58,16 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     H, W = image.shape[:2]
 
     # attention over time
-    shown = sorted(set(torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().tolist()))
+    shown = sorted(
+        set(torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().tolist())
+    )
     fig = Figure(figsize=(3 * len(shown), 3.4))
     axes = fig.subplots(1, len(shown), squeeze=False)
     for ax, k in zip(axes[0], shown):
-        up, up_mask = (torch.nn.functional.interpolate(m[k][None, None].float(), size=(H, W), mode='nearest')[0, 0]
-                       for m in (mass, masks))
+        up, up_mask = (
+            F.interpolate(m[k][None, None].float(), size=(H, W), mode='nearest')[0, 0]
+            for m in (mass, masks)
+        )
         ax.imshow(image)
         im = ax.imshow(up, cmap='inferno', alpha=0.6)
         ax.contour(up_mask, levels=[0.5], colors='cyan', linewidths=0.8)
@@ -77,9 +85,16 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
     explained = (s[:2] ** 2 / (s ** 2).sum()).tolist()
     ax = Figure(figsize=(5, 4.2)).subplots()
     ax.plot(proj[:, 0], proj[:, 1], color='0.6', lw=1)
-    ax.figure.colorbar(ax.scatter(proj[:, 0], proj[:, 1], c=times, cmap='viridis', s=25, zorder=3), ax=ax, label=unit)
-    ax.set(xlabel=f'PC 1 ({explained[0]:.0%} of variance)', ylabel=f'PC 2 ({explained[1]:.0%} of variance)',
-           title='[CLS] trajectory (PCA projection)')
+    ax.figure.colorbar(
+        ax.scatter(proj[:, 0], proj[:, 1], c=times, cmap='viridis', s=25, zorder=3),
+        ax=ax,
+        label=unit,
+    )
+    ax.set(
+        xlabel=f'PC 1 ({explained[0]:.0%} of variance)',
+        ylabel=f'PC 2 ({explained[1]:.0%} of variance)',
+        title='[CLS] trajectory (PCA projection)',
+    )
     _save(ax.figure, out / 'trajectory_pca.png')
 
     # displacement and energy
@@ -104,12 +119,26 @@ def inspect_image(model, x: torch.Tensor, out_dir: str, mass_q: float = 0.9, lya
 
     probs = logits.softmax(-1)[0]
     summary = {
-        'prediction': int(probs.argmax()), 'confidence': float(probs.max()),
-        'time_points': times.tolist(), 'lyapunov_exponent': lam, 'lyapunov_log_growth': growth.tolist(),
-        'displacement': disp.tolist(), 'energy': energy.tolist(),
-        'cls_attention_entropy': (-(mass.flatten(1) * mass.flatten(1).clamp_min(1e-12).log()).sum(1)).tolist(),
-        'mass_patches': masks.flatten(1).sum(1).tolist(), 'mass_q': mass_q, 'nfe': int(getattr(model, 'nfe', 0)),
-        'figures': ['attention_over_time.png', 'trajectory_pca.png', 'dynamics.png', 'lyapunov.png']}
+        'prediction': int(probs.argmax()),
+        'confidence': float(probs.max()),
+        'time_points': times.tolist(),
+        'lyapunov_exponent': lam,
+        'lyapunov_log_growth': growth.tolist(),
+        'displacement': disp.tolist(),
+        'energy': energy.tolist(),
+        'cls_attention_entropy': (
+            -(mass.flatten(1) * mass.flatten(1).clamp_min(1e-12).log()).sum(1)
+        ).tolist(),
+        'mass_patches': masks.flatten(1).sum(1).tolist(),
+        'mass_q': mass_q,
+        'nfe': int(getattr(model, 'nfe', 0)),
+        'figures': [
+            'attention_over_time.png',
+            'trajectory_pca.png',
+            'dynamics.png',
+            'lyapunov.png',
+        ],
+    }
     write_atomic(out / 'summary.json', json.dumps(_finite_or_none(summary), indent=2))
     return summary
 
@@ -133,17 +162,33 @@ def inspect_parser() -> argparse.ArgumentParser:
     """odevit-inspect's command line."""
     p = argparse.ArgumentParser(prog='odevit-inspect', description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--model', required=True, help="timm model name, local-dir:FOLDER or hf-hub:ORG/NAME of a "
-                   'continuous-depth model (odevit_*, bvit_*, vit_odeified)')
-    p.add_argument('--checkpoint', default=None, help='train.py checkpoint (rebuilt with its own --model-kwargs; the '
-                   'weights its run selected on) or a state dict file of --model; read weights_only')
+    p.add_argument(
+        '--model',
+        required=True,
+        help="timm model name, local-dir:FOLDER or hf-hub:ORG/NAME of a "
+        'continuous-depth model (odevit_*, bvit_*, vit_odeified)',
+    )
+    p.add_argument(
+        '--checkpoint',
+        default=None,
+        help='train.py checkpoint (rebuilt with its own --model-kwargs; the '
+        'weights its run selected on) or a state dict file of --model; read weights_only',
+    )
     p.add_argument('--pretrained', action='store_true', help="load --model's pretrained weights")
     p.add_argument('--image', required=True, help='image file to follow through the model')
     p.add_argument('--out', required=True, help='folder for the figures and summary.json (created)')
-    p.add_argument('--mass-q', type=float, default=0.9,
-                   help='fraction of the [CLS] attention mass the contour holds, in (0, 1] (default: 0.9)')
-    p.add_argument('--lyapunov-steps', type=int, default=24,
-                   help='RK4 steps of the tangent integration for the Lyapunov exponent, >= 1 (default: 24)')
+    p.add_argument(
+        '--mass-q',
+        type=float,
+        default=0.9,
+        help='fraction of the [CLS] attention mass the contour holds, in (0, 1] (default: 0.9)',
+    )
+    p.add_argument(
+        '--lyapunov-steps',
+        type=int,
+        default=24,
+        help='RK4 steps of the tangent integration for the Lyapunov exponent, >= 1 (default: 24)',
+    )
     return p
 
 
@@ -152,7 +197,8 @@ def _build_model(p: argparse.ArgumentParser, args):
     from .hub import model_from_checkpoint, read_config
     try:
         if args.model.startswith('local-dir:'):
-            read_config(args.model[len('local-dir:'):])  # a bad config.json named before timm's loader reads it
+            # a bad config.json named before timm's loader reads it
+            read_config(args.model[len('local-dir:'):])
         if args.checkpoint:
             if args.pretrained:
                 p.error('--checkpoint and --pretrained both give weights: pass one')
@@ -161,7 +207,9 @@ def _build_model(p: argparse.ArgumentParser, args):
     except RuntimeError as e:  # timm: unknown model name
         p.error(f'--model {args.model}: {e}')
     except (ValueError, KeyError, TypeError, OSError) as e:
-        p.error(f'{"--checkpoint" if args.checkpoint else "--model"}: {e.args[0] if isinstance(e, KeyError) else e}')
+        p.error(
+            f'{"--checkpoint" if args.checkpoint else "--model"}: {e.args[0] if isinstance(e, KeyError) else e}'
+        )
 
 
 def main(argv: Optional[list] = None) -> None:
@@ -177,13 +225,19 @@ def main(argv: Optional[list] = None) -> None:
         p.error(f'--out {out} is a file, not a folder')
     model = _build_model(p, args)
     if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
-        p.error(f'--model {args.model} has no ODE trajectory to inspect (use an odevit_*, bvit_* or vit_odeified model)')
+        p.error(
+            f'--model {args.model} has no ODE trajectory to inspect (use an odevit_*, bvit_* or vit_odeified model)'
+        )
     try:
         x = load_image(args.image, model)
     except ValueError as e:
         p.error(f'--image: {e}')
     summary = inspect_image(model, x, args.out, args.mass_q, lyapunov_steps=args.lyapunov_steps)
-    print(json.dumps({k: summary[k] for k in ('prediction', 'confidence', 'lyapunov_exponent', 'figures')}))
+    print(
+        json.dumps(
+            {k: summary[k] for k in ('prediction', 'confidence', 'lyapunov_exponent', 'figures')}
+        )
+    )
 
 
 if __name__ == '__main__':

@@ -49,14 +49,17 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(root) / f'timm-{timm.__version__}'
 
 
-def locate_script(script: str = 'train.py', explicit: Optional[str] = None, download: bool = True) -> pathlib.Path:
+def locate_script(
+    script: str = 'train.py', explicit: Optional[str] = None, download: bool = True
+) -> pathlib.Path:
     """Find one of timm's scripts (:data:`SCRIPTS`; see module docstring for the search order)."""
     if explicit:
         path = pathlib.Path(explicit).with_name(script)
         if not path.is_file():
             raise FileNotFoundError(f'timm {script} not found at {path}')
         return path
-    env_train, cached = os.environ.get('TIMM_TRAIN_PY'), cache_dir() / script
+    env_train = os.environ.get('TIMM_TRAIN_PY')
+    cached = cache_dir() / script
     env_paths = [os.environ.get('TIMM_VALIDATE_PY') if script == 'validate.py' else None,
                  env_train and pathlib.Path(env_train).with_name(script)]
     candidates = [pathlib.Path(p) for p in env_paths if p] + [cached, SHARED_SCRIPTS_DIR / script]
@@ -72,16 +75,20 @@ def locate_script(script: str = 'train.py', explicit: Optional[str] = None, down
             with urllib.request.urlopen(url, timeout=15) as response:
                 text = response.read()
             cached.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(cached, text)  # never a truncated script in the cache, run by the next call
+            # never a truncated script in the cache, run by the next call
+            write_atomic(cached, text)
             return cached
         except OSError as e:
             reason = f'download from {url} failed ({e})'
-    raise FileNotFoundError(f"timm's {script} is not in the timm wheel and {reason}: pass --timm-train PATH (or set "
-                            f'TIMM_TRAIN_PY) from a checkout of timm v{timm.__version__} (git clone --branch '
-                            f'v{timm.__version__} https://github.com/huggingface/pytorch-image-models)')
+    raise FileNotFoundError(
+        f"timm's {script} is not in the timm wheel and {reason}: pass --timm-train PATH (or set "
+        f'TIMM_TRAIN_PY) from a checkout of timm v{timm.__version__} (git clone --branch '
+        f'v{timm.__version__} https://github.com/huggingface/pytorch-image-models)'
+    )
 
 
-SCRIPTS = ('train.py', 'validate.py', 'inference.py', 'benchmark.py')  # timm's scripts this wrapper runs
+# timm's scripts this wrapper runs
+SCRIPTS = ('train.py', 'validate.py', 'inference.py', 'benchmark.py')
 
 
 def load_script(path: pathlib.Path):
@@ -93,31 +100,54 @@ def load_script(path: pathlib.Path):
     try:
         spec.loader.exec_module(module)
     except ModuleNotFoundError as e:
-        raise SystemExit(f'error: timm\'s {path.name} needs the package {e.name!r}, which is not installed '
-                         f'(pip install {e.name}); timm_odevit itself does not need it') from e
+        raise SystemExit(
+            f'error: timm\'s {path.name} needs the package {e.name!r}, which is not installed '
+            f'(pip install {e.name}); timm_odevit itself does not need it'
+        ) from e
     return module
 
 
-KD_FLAGS = {  # the trajectory-distillation flags (--kd-distill-type trajectory): their add_argument keywords
-    'kd_teacher_checkpoint': dict(default=None, type=str, help="the teacher's checkpoint file, read weights_only: "
-                                  'a train.py checkpoint of --kd-model-name (rebuilt with its own --model-kwargs; the '
-                                  'weights its run selected on, EMA with --model-ema) or a state dict of it'),
-    'kd_model_kwargs': dict(nargs='*', default={}, action='kwargs',
-                            help='kwargs of the teacher --kd-model-name (over those of a train.py teacher checkpoint)'),
-    'kd_mapping': dict(default='uniform', choices=['uniform', 'arclength', 'softmax'],
-                       help='teacher block -> student time point mapping'),
-    'kd_mapping_temperature': dict(default=30., type=float, help='T of the softmax mapping'),
+# the trajectory-distillation flags (--kd-distill-type trajectory): their add_argument keywords
+KD_FLAGS = {
+    'kd_teacher_checkpoint': dict(
+        default=None,
+        type=str,
+        help="the teacher's checkpoint file, read weights_only: "
+        'a train.py checkpoint of --kd-model-name (rebuilt with its own --model-kwargs; the '
+        'weights its run selected on, EMA with --model-ema) or a state dict of it',
+    ),
+    'kd_model_kwargs': dict(
+        nargs='*',
+        default={},
+        action='kwargs',
+        help='kwargs of the teacher --kd-model-name (over those of a train.py teacher checkpoint)',
+    ),
+    'kd_mapping': dict(
+        default='uniform',
+        choices=['uniform', 'arclength', 'softmax'],
+        help='teacher block -> student time point mapping',
+    ),
+    'kd_mapping_temperature': dict(default=30.0, type=float, help='T of the softmax mapping'),
     'kd_tokens': dict(default='cls', choices=['cls', 'all'], help='tokens aligned per time point'),
     'kd_ce_start_epoch': dict(default=0, type=int, help='epoch from which the CE loss is on'),
-    'kd_attn_mass_weight': dict(default=0., type=float,
-                                help='weight of the [CLS] attention-mass L1 (last teacher block vs last student step)'),
-    'kd_jasmin_weight': dict(default=0., type=float, help='weight of the JaSMin regulariser'),
+    'kd_attn_mass_weight': dict(
+        default=0.0,
+        type=float,
+        help='weight of the [CLS] attention-mass L1 (last teacher block vs last student step)',
+    ),
+    'kd_jasmin_weight': dict(default=0.0, type=float, help='weight of the JaSMin regulariser'),
     'kd_jasmin_k': dict(default=2, type=int, help='JaSMin k (reference: 2 distillation, 10 free)'),
-    'kd_init_student': dict(action='store_true', default=False,
-                            help="copy the teacher's patch embedding, [CLS], pos embedding (frozen) and head"),
+    'kd_init_student': dict(
+        action='store_true',
+        default=False,
+        help="copy the teacher's patch embedding, [CLS], pos embedding (frozen) and head",
+    ),
 }
 TRAJECTORY_DEFAULTS = {k: kw['default'] for k, kw in KD_FLAGS.items()}  # the flags' defaults
-KD_TASK_NAMES = {'kd_model_kwargs': 'teacher_model_kwargs', 'kd_init_student': 'init_student_from_teacher'}
+KD_TASK_NAMES = {
+    'kd_model_kwargs': 'teacher_model_kwargs',
+    'kd_init_student': 'init_student_from_teacher',
+}
 
 
 def _wrapper_parser(add_help: bool = False) -> argparse.ArgumentParser:
@@ -128,10 +158,16 @@ def _wrapper_parser(add_help: bool = False) -> argparse.ArgumentParser:
 
 
 def _wrapper_flags(parser) -> None:
-    parser.add_argument('--timm-train', default=None, metavar='PATH',
-                        help="path to timm's train.py (validate.py is found beside it); default: $TIMM_TRAIN_PY, the "
-                             'cache, ../shared/timm, or a download of the installed version')
-    parser.add_argument('--validate', action='store_true', help="run timm's validate.py instead of train.py")
+    parser.add_argument(
+        '--timm-train',
+        default=None,
+        metavar='PATH',
+        help="path to timm's train.py (validate.py is found beside it); default: $TIMM_TRAIN_PY, the "
+        'cache, ../shared/timm, or a download of the installed version',
+    )
+    parser.add_argument(
+        '--validate', action='store_true', help="run timm's validate.py instead of train.py"
+    )
     parser.add_argument('--script', default=None, choices=SCRIPTS,
                         help="run this timm script (found as train.py is) instead of train.py")
 
@@ -142,10 +178,18 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     for action in parser_actions(parser):
         if '--kd-distill-type' in action.option_strings and 'trajectory' not in action.choices:
             action.choices = list(action.choices) + ['trajectory']
-            action.help = (action.help or '') + " 'trajectory': timm_odevit trajectory distillation."
-    _wrapper_flags(parser.add_argument_group('timm_odevit wrapper (python -m timm_odevit.train / odevit-train)'))
+            action.help = (
+                action.help or ''
+            ) + " 'trajectory': timm_odevit trajectory distillation."
+    _wrapper_flags(
+        parser.add_argument_group(
+            'timm_odevit wrapper (python -m timm_odevit.train / odevit-train)'
+        )
+    )
     parser.register('action', 'kwargs', ParseKwargs)  # KD_FLAGS' name for it
-    group = parser.add_argument_group('timm_odevit trajectory distillation (--kd-distill-type trajectory)')
+    group = parser.add_argument_group(
+        'timm_odevit trajectory distillation (--kd-distill-type trajectory)'
+    )
     for key, kwargs in KD_FLAGS.items():
         group.add_argument('--' + key.replace('_', '-'), **kwargs)
 
@@ -165,8 +209,10 @@ def check_distillation_args(args) -> None:
         given = [f'--{k.replace("_", "-")}' for k, default in TRAJECTORY_DEFAULTS.items()
                  if getattr(args, k, default) != default]
         if given:
-            raise SystemExit(f'error: {", ".join(given)} appl{"ies" if len(given) == 1 else "y"} to --kd-distill-type '
-                             f'trajectory (got {args.kd_distill_type}): add --kd-distill-type trajectory, or drop them')
+            raise SystemExit(
+                f'error: {", ".join(given)} appl{"ies" if len(given) == 1 else "y"} to --kd-distill-type '
+                f'trajectory (got {args.kd_distill_type}): add --kd-distill-type trajectory, or drop them'
+            )
 
 
 def _install_tasks(module) -> None:
@@ -179,7 +225,8 @@ def _install_tasks(module) -> None:
         args, args_text = original_parse()
         check_distillation_args(args)
         if args.kd_distill_type == 'trajectory':
-            args.kd_distill_type = 'feature'  # train.py's branch that builds FeatureDistillationTask ...
+            # train.py's branch that builds FeatureDistillationTask ...
+            args.kd_distill_type = 'feature'
             state['trajectory'] = args
         return args, args_text
 
@@ -191,11 +238,23 @@ def _install_tasks(module) -> None:
     def feature_task(student_model, teacher_model, **kwargs):
         args = state.get('trajectory')
         if args is None:
-            return feature_distillation(student_model=student_model, teacher_model=teacher_model, **kwargs)
-        args.kd_distill_type = 'trajectory'  # ... and the args train.py saves in its checkpoints say what ran
-        common = ('criterion', 'distill_loss_weight', 'task_loss_weight', 'device', 'dtype', 'verbose')
-        flags = {KD_TASK_NAMES.get(k, k[3:]): getattr(args, k) for k in KD_FLAGS}  # the task's names for the flags
-        flags.update({k: getattr(args, k, None) for k in ('mean', 'std')})  # the data loader's normalisation
+            return feature_distillation(
+                student_model=student_model, teacher_model=teacher_model, **kwargs
+            )
+        # ... and the args train.py saves in its checkpoints say what ran
+        args.kd_distill_type = 'trajectory'
+        common = (
+            'criterion',
+            'distill_loss_weight',
+            'task_loss_weight',
+            'device',
+            'dtype',
+            'verbose',
+        )
+        # the task's names for the flags
+        flags = {KD_TASK_NAMES.get(k, k[3:]): getattr(args, k) for k in KD_FLAGS}
+        # the data loader's normalisation
+        flags.update({k: getattr(args, k, None) for k in ('mean', 'std')})
         flags.update({k: kwargs[k] for k in common if k in kwargs})
         return TrajectoryDistillationTask(student_model, teacher_model, **flags)
 
@@ -219,7 +278,7 @@ def checked_resume(original, ema: bool = False):
     the model, missing / unexpected / mis-shaped keys named, before timm's function restores them."""
     from timm.models import clean_state_dict
     from timm_odevit.hub import load_checkpoint_file
-    from timm_odevit.models._common import check_state_dict
+    from timm_odevit.models._checkpoint import check_state_dict
 
     def resume(task, checkpoint_path, *args, **kwargs):
         model = _own_model(task.get_eval_model())
@@ -227,11 +286,22 @@ def checked_resume(original, ema: bool = False):
             return original(task, checkpoint_path, *args, **kwargs)
         try:
             ckpt = load_checkpoint_file(checkpoint_path, '--resume checkpoint')
-            keys = ('state_dict_ema', 'model_ema', 'state_dict', 'model') if ema else ('state_dict', 'model')
-            state = next((ckpt[k] for k in keys if isinstance(ckpt, dict) and isinstance(ckpt.get(k), dict)), ckpt)
+            keys = (
+                ('state_dict_ema', 'model_ema', 'state_dict', 'model')
+                if ema
+                else ('state_dict', 'model')
+            )
+            state = next(
+                (ckpt[k] for k in keys if isinstance(ckpt, dict) and isinstance(ckpt.get(k), dict)),
+                ckpt,
+            )
             if not isinstance(state, dict):
-                raise ValueError(f'--resume {checkpoint_path!r} holds no state dict: give a train.py checkpoint')
-            check_state_dict(model, clean_state_dict(state), source=f'--resume checkpoint {checkpoint_path}')
+                raise ValueError(
+                    f'--resume {checkpoint_path!r} holds no state dict: give a train.py checkpoint'
+                )
+            check_state_dict(
+                model, clean_state_dict(state), source=f'--resume checkpoint {checkpoint_path}'
+            )
         except (ValueError, OSError) as e:
             raise SystemExit(f'error: {e}') from None
         return original(task, checkpoint_path, *args, **kwargs)
@@ -246,7 +316,7 @@ def checked_create_model(create):
     def create_model(name, *args, checkpoint_path=None, **kwargs):
         from timm_odevit.hub import depth_mismatch, load_checkpoint_file
         from timm_odevit.models import ContinuousDepthViT, checkpoint_filter_fn
-        from timm_odevit.models._common import check_state_dict
+        from timm_odevit.models._checkpoint import check_state_dict
         model = create(name, *args, **kwargs)
         if not checkpoint_path:
             return model
@@ -255,7 +325,9 @@ def checked_create_model(create):
             load_checkpoint(model, checkpoint_path)  # what timm's create_model does with it
             return model
         try:
-            state = checkpoint_filter_fn(load_checkpoint_file(checkpoint_path, '--initial-checkpoint'), model)
+            state = checkpoint_filter_fn(
+                load_checkpoint_file(checkpoint_path, '--initial-checkpoint'), model
+            )
             check_state_dict(model, state, source=f'--initial-checkpoint {checkpoint_path}')
         except (ValueError, KeyError, OSError) as e:
             raise SystemExit(f'error: {e}') from None
@@ -298,7 +370,9 @@ def hardware() -> str:
     name = platform.processor() or platform.machine()
     try:
         with open('/proc/cpuinfo') as f:
-            name = next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
+            name = next(
+                line.split(':', 1)[1].strip() for line in f if line.startswith('model name')
+            )
     except (OSError, StopIteration):
         pass
     return f'{name}, {os.cpu_count()} CPU cores, {torch.get_num_threads()} threads'
@@ -313,11 +387,14 @@ def record_train_time(output_dir: pathlib.Path, epoch: int) -> None:
     path = output_dir / 'train_time.json'
     record = read_json(path) if path.is_file() else {'epochs': {}}
     if not isinstance(record.get('epochs'), dict):
-        raise ValueError(f'{path} has no "epochs" table: restore it or move it away to start a new record')
+        raise ValueError(
+            f'{path} has no "epochs" table: restore it or move it away to start a new record'
+        )
     record['epochs'][str(epoch)] = round(now - _CLOCK['last'], 1)
     record.setdefault('epoch_hardware', {})[str(epoch)] = hardware()
     record['seconds'] = round(sum(record['epochs'].values()), 1)
-    record['hardware'] = ' / '.join(dict.fromkeys(record['epoch_hardware'].values()))  # every epoch's, in order
+    # every epoch's, in order
+    record['hardware'] = ' / '.join(dict.fromkeys(record['epoch_hardware'].values()))
     write_atomic(path, json.dumps(record, indent=1))
     _CLOCK['last'] = now
 
@@ -332,23 +409,35 @@ def _continuous_summary(module) -> None:
     from timm import utils
     update_summary = utils.update_summary
 
-    def continuous_update_summary(epoch, train_metrics, eval_metrics, filename, lr=None, write_header=None,
-                                  log_wandb=False):
+    def continuous_update_summary(
+        epoch, train_metrics, eval_metrics, filename, lr=None, write_header=None, log_wandb=False
+    ):
         path = pathlib.Path(filename)
         if path.is_file() and path.stat().st_size:
             with open(path, newline='') as f:
                 rows = list(csv.DictReader(f))
             kept = [r for r in rows if int(r['epoch']) < epoch]
-            if len(kept) < len(rows):  # rewritten whole: an interruption leaves the old table, not its header only
+            # rewritten whole: an interruption leaves the old table, not its header only
+            if len(kept) < len(rows):
                 text = io.StringIO()
                 writer = csv.DictWriter(text, fieldnames=list(rows[0]))
                 writer.writeheader()
                 writer.writerows(kept)
                 write_atomic(path, text.getvalue())
-        update_summary(epoch, train_metrics, eval_metrics, filename, lr=lr, write_header=None, log_wandb=log_wandb)
+        update_summary(
+            epoch,
+            train_metrics,
+            eval_metrics,
+            filename,
+            lr=lr,
+            write_header=None,
+            log_wandb=log_wandb,
+        )
         record_train_time(path.parent, epoch)
 
-    module.utils = types.SimpleNamespace(**{**vars(utils), 'update_summary': continuous_update_summary})
+    module.utils = types.SimpleNamespace(
+        **{**vars(utils), 'update_summary': continuous_update_summary}
+    )
 
 
 def _check_image_folder(rest: List[str], config_path: Optional[str] = None) -> None:
@@ -366,7 +455,9 @@ def _check_image_folder(rest: List[str], config_path: Optional[str] = None) -> N
     if not root.exists():
         raise SystemExit(f'error: --data-dir {root} does not exist')
     if not any(p.suffix.lower() in exts for p in search.rglob('*')):
-        raise SystemExit(f'error: no images under {search}: expected <class>/<image> files ({", ".join(sorted(exts))})')
+        raise SystemExit(
+            f'error: no images under {search}: expected <class>/<image> files ({", ".join(sorted(exts))})'
+        )
 
 
 def _option(rest: List[str], flag: str, config_path: Optional[str], aliases: tuple = ()):
@@ -392,11 +483,16 @@ def check_auto_augment(aa: Optional[str]) -> None:
     """
     if not aa or not aa.startswith('rand'):
         return
-    opts = dict(re.split(r'(\d.*)', part)[:2] for part in aa.split('-')[1:] if re.search(r'\d', part))  # as timm parses
+    opts = dict(
+        re.split(r'(\d.*)', part)[:2] for part in aa.split('-')[1:] if re.search(r'\d', part)
+    )  # as timm parses
     if opts.get('inc') != '1':
         return
-    m, mstd, upper = float(opts.get('m', 10)), float(opts.get('mstd', 0)), float(opts.get('mmax', 10))
-    highest = upper if 0 < mstd <= 100 else min(m, upper)  # timm: gaussian noise clipped to mmax; mstd > 100 uniform
+    m = float(opts.get('m', 10))
+    mstd = float(opts.get('mstd', 0))
+    upper = float(opts.get('mmax', 10))
+    # timm: gaussian noise clipped to mmax; mstd > 100 uniform
+    highest = upper if 0 < mstd <= 100 else min(m, upper)
     if highest < 10:
         return
     import PIL
@@ -404,8 +500,10 @@ def check_auto_augment(aa: Optional[str]) -> None:
     try:
         ImageOps.posterize(Image.new('RGB', (1, 1)), 0)
     except ValueError:
-        raise SystemExit(f'error: --aa {aa} can posterize to 0 bits (timm maps inc1 magnitude 10 to 0 bits), which '
-                         f'the installed Pillow {PIL.__version__} rejects mid-epoch; cap the magnitude: --aa {aa}-mmax9')
+        raise SystemExit(
+            f'error: --aa {aa} can posterize to 0 bits (timm maps inc1 magnitude 10 to 0 bits), which '
+            f'the installed Pillow {PIL.__version__} rejects mid-epoch; cap the magnitude: --aa {aa}-mmax9'
+        )
 
 
 KWARGS_KEYS = ('model_kwargs', 'kd_model_kwargs')  # train.py passes them on as **kwargs
@@ -420,7 +518,8 @@ def read_train_config(path, what: str = '') -> dict:
         if cfg.get(key) is not None:
             cfg[key] = check_dict(f'{what}{path}: {key}', cfg[key])
     for key, spec in KD_FLAGS.items():
-        kind, value = spec.get('type'), cfg.get(key)
+        kind = spec.get('type')
+        value = cfg.get(key)
         if kind not in (int, float) or value is None:
             continue
         try:
@@ -456,11 +555,17 @@ def check_config_keys(parser: argparse.ArgumentParser, path) -> None:
     except ValueError as e:
         raise SystemExit(f'error: {e}')
     known = {a.dest for a in parser_actions(parser) if a.dest != argparse.SUPPRESS}
-    close = {k: difflib.get_close_matches(str(k).replace('-', '_'), known, n=1) for k in cfg if k not in known}
+    close = {
+        k: difflib.get_close_matches(str(k).replace('-', '_'), known, n=1)
+        for k in cfg
+        if k not in known
+    }
     if close:
         hints = [f'{k!r}' + (f' (did you mean {c[0]!r}?)' if c else '') for k, c in close.items()]
-        raise SystemExit(f'error: unknown key(s) in --config {path}: {", ".join(hints)}. Keys are train.py option '
-                         'names with underscores (--model-kwargs -> model_kwargs); see train.py --help')
+        raise SystemExit(
+            f'error: unknown key(s) in --config {path}: {", ".join(hints)}. Keys are train.py option '
+            'names with underscores (--model-kwargs -> model_kwargs); see train.py --help'
+        )
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -469,7 +574,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     import timm_odevit  # noqa: F401  (registers the models)
 
     if ours.validate and ours.script not in (None, 'validate.py'):
-        raise SystemExit(f'error: --validate runs validate.py, --script {ours.script} another script: give one')
+        raise SystemExit(
+            f'error: --validate runs validate.py, --script {ours.script} another script: give one'
+        )
     script = 'validate.py' if ours.validate else ours.script or 'train.py'
     try:
         path = locate_script(script, ours.timm_train)
@@ -481,8 +588,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     config_path = None
     if script != 'train.py':
         if hasattr(module, 'parser'):
-            _wrapper_flags(module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})'))
-        if hasattr(module, 'load_checkpoint'):  # the script's own name for timm's function; timm is untouched
+            _wrapper_flags(
+                module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})')
+            )
+        # the script's own name for timm's function; timm is untouched
+        if hasattr(module, 'load_checkpoint'):
             module.load_checkpoint = checked_load_checkpoint(module.load_checkpoint)
     else:
         _add_arguments(module.parser)
@@ -497,7 +607,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     check_model_sources(rest, config_path)
     if not any(a == '--device' or a.startswith('--device=') for a in rest):
         import torch
-        if not torch.cuda.is_available():  # train.py defaults to cuda; run on the CPU instead of failing
+        # train.py defaults to cuda; run on the CPU instead of failing
+        if not torch.cuda.is_available():
             rest = rest + ['--device', 'cpu']
     sys.argv = [str(path)] + rest
     module.main()

@@ -6,7 +6,16 @@ from .center_norm import CenterNorm
 from .depth_stack import ContinuousDepthStack, DepthInterval, active_stochastic_modules, depth_stack
 from .odevit_field import FIELD_NORMS, ODEViTField, TimeEmbedding
 from .solver import (
-    ADAMS_METHODS, ADAPTIVE_METHODS, MAX_STEPS, METHODS, OPTIONS, RUNGE_KUTTA_METHODS, SOLVER_KWARGS, SolverConfig,
-    odeint_grid, pop_solver_kwargs, rk_step,
+    ADAMS_METHODS,
+    ADAPTIVE_METHODS,
+    MAX_STEPS,
+    METHODS,
+    OPTIONS,
+    RUNGE_KUTTA_METHODS,
+    SOLVER_KWARGS,
+    SolverConfig,
+    odeint_grid,
+    pop_solver_kwargs,
+    rk_step,
 )
 from .spectral_init import SPECTRAL_INIT_TYPES, spectral_init_

@@ -22,26 +22,55 @@ class ODEAttention(Attention):
     :meth:`attention_probs` returns the probabilities (B, H, N, N) for analysis and regularisers.
     """
 
-    def __init__(self, dim: int, num_heads: int = 8, attn_type: str = 'softmax', qkv_bias: bool = False,
-                 proj_bias: bool = False, attn_drop: float = 0., proj_drop: float = 0., device=None, dtype=None):
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        attn_type: str = 'softmax',
+        qkv_bias: bool = False,
+        proj_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        device=None,
+        dtype=None,
+    ):
         if attn_type not in ATTN_TYPES:
             raise ValueError(f'Unknown attn_type {attn_type!r}: choose one of {ATTN_TYPES}')
         if dim % num_heads:
-            raise ValueError(f'dim ({dim}) must be divisible by num_heads ({num_heads}): change one of them')
-        super().__init__(dim, num_heads, qkv_bias=qkv_bias, proj_bias=proj_bias, attn_drop=attn_drop,
-                         proj_drop=proj_drop, device=device, dtype=dtype)
+            raise ValueError(
+                f'dim ({dim}) must be divisible by num_heads ({num_heads}): change one of them'
+            )
+        super().__init__(
+            dim,
+            num_heads,
+            qkv_bias=qkv_bias,
+            proj_bias=proj_bias,
+            attn_drop=attn_drop,
+            proj_drop=proj_drop,
+            device=device,
+            dtype=dtype,
+        )
         self.attn_type = attn_type
         if attn_type == 'l2':
             del self.qkv
-            self.qk = nn.Linear(dim, dim, bias=qkv_bias, device=device, dtype=dtype)  # tied W_Q = W_K
+            # tied W_Q = W_K
+            self.qk = nn.Linear(dim, dim, bias=qkv_bias, device=device, dtype=dtype)
             self.v = nn.Linear(dim, dim, bias=qkv_bias, device=device, dtype=dtype)
 
     def _l2_logits(self, x: torch.Tensor):
         """q (= k), v (B, H, N, d_h), the logit scale and the key bias:
         −‖q_i − k_j‖² = 2 q_i·k_j − ‖k_j‖² − ‖q_i‖², whose last term is constant over j and cancels in the softmax."""
         B, N, _ = x.shape
-        q, v = (p(x).reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2) for p in (self.qk, self.v))
-        return q, v, 2. / math.sqrt(self.head_dim), -q.pow(2).sum(-1).unsqueeze(-2) / math.sqrt(self.head_dim)
+        q, v = (
+            p(x).reshape(B, N, self.num_heads, self.head_dim).transpose(1, 2)
+            for p in (self.qk, self.v)
+        )
+        return (
+            q,
+            v,
+            2.0 / math.sqrt(self.head_dim),
+            -q.pow(2).sum(-1).unsqueeze(-2) / math.sqrt(self.head_dim),
+        )
 
     def attention_probs(self, x: torch.Tensor) -> torch.Tensor:
         """Attention probabilities (B, H, N, N) on tokens x (differentiable, explicit path)."""
@@ -53,7 +82,13 @@ class ODEAttention(Attention):
         q, v, scale, bias = self._l2_logits(x)
         if self.fused_attn:
             x = F.scaled_dot_product_attention(
-                q, q, v, attn_mask=bias, dropout_p=self.attn_drop.p if self.training else 0., scale=scale)
+                q,
+                q,
+                v,
+                attn_mask=bias,
+                dropout_p=self.attn_drop.p if self.training else 0.0,
+                scale=scale,
+            )
         else:
             x = self.attn_drop((q @ q.transpose(-2, -1) * scale + bias).softmax(dim=-1)) @ v
         return self.proj_drop(self.proj(x.transpose(1, 2).flatten(2)))
@@ -67,7 +102,8 @@ def attention_probs(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
         return (q @ q.transpose(-2, -1) * scale + bias).softmax(-1)
     B, N, C = x.shape
     qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, C // attn.num_heads).permute(2, 0, 3, 1, 4)
-    q, k = attn.q_norm(qkv[0]), attn.k_norm(qkv[1])
+    q = attn.q_norm(qkv[0])
+    k = attn.k_norm(qkv[1])
     return ((q * attn.scale) @ k.transpose(-2, -1)).softmax(-1)
 
 

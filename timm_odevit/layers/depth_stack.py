@@ -13,73 +13,21 @@ import torch.distributed as dist
 import torch.fx
 from torch import nn
 from torch.utils.checkpoint import checkpoint
-from timm.layers import DropBlock2d, DropPath, register_notrace_module
+from timm.layers import register_notrace_module
 
 from .._checks import is_int
-from .._compat import has_global_module_hooks, has_module_hooks
+from .._compat import has_module_hooks
+from .diagnostics import _any_hooks, _check_no_mask, active_stochastic_modules, explain_non_finite
 from .solver import SolverConfig, odeint_grid, rk_step
 
-__all__ = ['ContinuousDepthStack', 'DepthInterval', 'depth_stack', 'active_stochastic_modules', 'explain_non_finite']
+__all__ = [
+    'ContinuousDepthStack',
+    'DepthInterval',
+    'depth_stack',
+    'active_stochastic_modules',
+    'explain_non_finite',
+]
 TRAIN_DIALS = ('steps', 'horizon')
-_DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
-
-
-def active_stochastic_modules(module: nn.Module) -> List[str]:
-    """Names of the submodules that make ``module`` random in its current mode: dropout with p > 0
-    and drop-path / drop-block with drop_prob > 0, in training mode."""
-    def active(m):
-        rate = m.p if isinstance(m, _DROPOUTS) else m.drop_prob if isinstance(m, (DropPath, DropBlock2d)) else 0
-        return m.training and rate > 0
-    return [name or type(module).__name__ for name, m in module.named_modules() if active(m)]
-
-
-def _check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
-    if attn_mask is not None or is_causal:
-        raise ValueError('a continuous-depth stack attends over all tokens and takes no attention masks: drop them')
-
-
-def _any_hooks(stack: nn.Module) -> bool:
-    """Hooks on an interval of ``stack``, or global module hooks, which fire on every module call and so on the
-    intervals too."""
-    return any(map(has_module_hooks, stack)) or has_global_module_hooks()
-
-
-def _non_finite_parameters(module: Optional[nn.Module], skip: Optional[nn.Module] = None) -> List[str]:
-    skipped = {id(p) for p in skip.parameters()} if skip is not None else set()
-    names = [n for n, p in (module.named_parameters() if module is not None else ())
-             if id(p) not in skipped and p.is_floating_point() and not p.is_meta and not bool(torch.isfinite(p).all())]
-    return names[:4] + ([f'+{len(names) - 4} more'] if len(names) > 4 else [])
-
-
-def explain_non_finite(x0: torch.Tensor, field: nn.Module, config: SolverConfig, model: Optional[nn.Module] = None,
-                       error: Optional[Exception] = None) -> FloatingPointError:
-    """The error for a non-finite ODE state from ``x0``, naming its cause when it is not the dynamics (non-finite
-    weights or input, float16 overflow, adaptive step control in half precision). Runs on the error path only."""
-    bad = _non_finite_parameters(field)
-    if bad:
-        return FloatingPointError(f"the ODE field's weights hold NaN/Inf ({', '.join(bad)}): load sound weights, call "
-                                  'init_weights() after to_empty, or lower the lr if training diverged')
-    if not bool(torch.isfinite(x0).all()):
-        bad = _non_finite_parameters(model, skip=field)
-        if bad:
-            cause = f'the model\'s weights hold NaN/Inf ({", ".join(bad)})'
-        elif model is None:  # a stack called outside its model's forward: the weights before it are not known here
-            cause = ('the input images hold NaN/Inf (check torch.isfinite(images).all()), or the weights before the '
-                     'depth do')
-        else:
-            cause = 'the input images hold NaN/Inf (check torch.isfinite(images).all())'
-        return FloatingPointError(f'the state entering the ODE already holds NaN/Inf, so the dynamics are not the '
-                                  f'cause: {cause}')
-    device = x0.device.type
-    dtypes = {x0.dtype, torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x0.dtype}
-    if error is not None:  # a failed adaptive solve
-        half = ': the adaptive step-size control failed in half precision: integrate in float32 or use a fixed grid'
-        return FloatingPointError(f'{error}' + (half if dtypes & {torch.float16, torch.bfloat16} else ''))
-    if torch.float16 in dtypes:
-        return FloatingPointError(f'ODE state became non-finite (NaN/Inf) with {config.describe()} in float16 '
-                                  '(values above 65504 overflow): use bfloat16 or float32')
-    return FloatingPointError(f'ODE state became non-finite (NaN/Inf) with {config.describe()}: the dynamics blew up, '
-                              'so use more steps, a stabler solver or a smaller depth scale (or check_finite=False)')
 
 
 class SharedDepthState:
@@ -131,8 +79,10 @@ class DepthInterval(nn.Module):
         _check_no_mask(attn_mask, is_causal)
         stack = self.stack
         if getattr(stack, str(self.index), None) is not self:
-            raise RuntimeError(f'interval {self.index} was removed by a grid change to {len(stack)} intervals: take '
-                               'model.blocks[i] again, or trace the torch.fx graph again')
+            raise RuntimeError(
+                f'interval {self.index} was removed by a grid change to {len(stack)} intervals: take '
+                'model.blocks[i] again, or trace the torch.fx graph again'
+            )
         if self.training and stack.train_depth is not None:
             raise stack._drawn_error(f'interval {self.index} steps through')
         out = stack._run_interval(x, self.index)
@@ -160,7 +110,8 @@ class ContinuousDepthStack(nn.Module):
     re-samples the masks) and with adaptive methods (the error estimate would measure the noise).
     """
 
-    train_depth: Optional[Tuple[int, int]] = None  # class default: slices stack[:n] train on their own grid
+    # class default: slices stack[:n] train on their own grid
+    train_depth: Optional[Tuple[int, int]] = None
     train_dial: str = 'steps'
     _shared_draw: Optional[random.Random] = None  # under torch.distributed, see _draw_depth
 
@@ -173,8 +124,10 @@ class ContinuousDepthStack(nn.Module):
 
     def __prepare_scriptable__(self):
         """torch.jit.script calls this on every submodule first: say why it cannot work."""
-        raise RuntimeError('TorchScript cannot compile the ODE depth of timm_odevit models (ContinuousDepthStack), '
-                           'whose solver is Python: use torch.compile, torch.export or torch.fx instead, or run eagerly')
+        raise RuntimeError(
+            'TorchScript cannot compile the ODE depth of timm_odevit models (ContinuousDepthStack), '
+            'whose solver is Python: use torch.compile, torch.export or torch.fx instead, or run eagerly'
+        )
 
     # ---- configuration ----------------------------------------------------------------------
     @property
@@ -189,15 +142,21 @@ class ContinuousDepthStack(nn.Module):
     @solver.setter
     def solver(self, config: SolverConfig) -> None:
         if not isinstance(config, SolverConfig):
-            raise TypeError(f'solver must be a SolverConfig, got {type(config).__name__}: build a SolverConfig()')
+            raise TypeError(
+                f'solver must be a SolverConfig, got {type(config).__name__}: build a SolverConfig()'
+            )
         if self.shared.root is not self:
-            raise ValueError("this stack is a slice stack[:n]: change the solver of the model's stack (model.blocks)")
+            raise ValueError(
+                "this stack is a slice stack[:n]: change the solver of the model's stack (model.blocks)"
+            )
         intervals = list(self.children())
         removed = intervals[config.steps:]
         hooked = [str(m.index) for m in removed if has_module_hooks(m)]
         if hooked:
-            raise ValueError(f'intervals {", ".join(hooked)} carry hooks and a grid of {config.steps} intervals would '
-                             f'remove them: remove their hooks first, or keep at least {int(hooked[-1]) + 1} intervals')
+            raise ValueError(
+                f'intervals {", ".join(hooked)} carry hooks and a grid of {config.steps} intervals would '
+                f'remove them: remove their hooks first, or keep at least {int(hooked[-1]) + 1} intervals'
+            )
         self._solver = config
         self.shared.walk = None
         for m in removed:
@@ -210,7 +169,9 @@ class ContinuousDepthStack(nn.Module):
         self.solver = self.solver.replace(**changes)
         return self.solver
 
-    def set_train_depth(self, depth_range: Optional[Sequence[int]], dial: Optional[str] = None) -> None:
+    def set_train_depth(
+        self, depth_range: Optional[Sequence[int]], dial: Optional[str] = None
+    ) -> None:
         """Anytime training: every forward in training mode integrates a depth drawn uniformly from ``depth_range`` =
         (lo, hi), inclusive, with torch's global RNG (under torch.distributed the same depth on every rank, see
         :meth:`_draw_depth`); eval mode and slices use the configured grid. ``dial``: what the depth counts, 'steps'
@@ -221,24 +182,35 @@ class ContinuousDepthStack(nn.Module):
         if dial not in TRAIN_DIALS:
             raise ValueError(f'Unknown train depth dial {dial!r}: choose one of {TRAIN_DIALS}')
         if depth_range is not None:
-            if (not isinstance(depth_range, (tuple, list)) or len(depth_range) != 2
-                    or not all(is_int(v) for v in depth_range) or not 1 <= depth_range[0] <= depth_range[1]):
-                raise ValueError(f'train_depth must be two integers (lo, hi) with 1 <= lo <= hi, got {depth_range!r}')
+            if (
+                not isinstance(depth_range, (tuple, list))
+                or len(depth_range) != 2
+                or not all(is_int(v) for v in depth_range)
+                or not 1 <= depth_range[0] <= depth_range[1]
+            ):
+                raise ValueError(
+                    f'train_depth must be two integers (lo, hi) with 1 <= lo <= hi, got {depth_range!r}'
+                )
             depth_range = (int(depth_range[0]), int(depth_range[1]))
-            for depth in range(depth_range[0], depth_range[1] + 1):  # each must make a valid grid (max_steps, h)
+            # each must make a valid grid (max_steps, h)
+            for depth in range(depth_range[0], depth_range[1] + 1):
                 try:
                     self._depth_config(depth, dial)
                 except ValueError as e:
-                    raise ValueError(f'train_depth {depth_range}: its depth {depth} ({dial}) makes no grid of '
-                                     f'{self.solver.describe()}: {e}') from None
+                    raise ValueError(
+                        f'train_depth {depth_range}: its depth {depth} ({dial}) makes no grid of '
+                        f'{self.solver.describe()}: {e}'
+                    ) from None
         self.train_depth = depth_range
         self.train_dial = dial
 
     def _depth_config(self, depth: int, dial: Optional[str] = None) -> SolverConfig:
         """The solver at ``depth`` on the training dial (see :meth:`set_train_depth`)."""
         if self.solver.is_adaptive:
-            raise ValueError(f'train_depth draws a number of grid steps, but {self.solver.method!r} chooses its own '
-                             'steps: use a fixed-grid method (e.g. euler or rk4) or train_depth=None')
+            raise ValueError(
+                f'train_depth draws a number of grid steps, but {self.solver.method!r} chooses its own '
+                'steps: use a fixed-grid method (e.g. euler or rk4) or train_depth=None'
+            )
         if (dial or self.train_dial) == 'horizon':
             return self.solver.replace(t_end=float(depth))
         return self.solver.replace(steps=depth)
@@ -264,10 +236,18 @@ class ContinuousDepthStack(nn.Module):
     def model_args(self) -> dict:
         """The solver settings as model kwargs (None = drop the kwarg)."""
         cfg = self.solver
-        return dict(solver=cfg.method, steps=None if cfg.step_size else cfg.steps, step_size=cfg.step_size,
-                    t_end=cfg.t_end, rtol=cfg.rtol, atol=cfg.atol, adjoint=cfg.adjoint, check_finite=cfg.check_finite,
-                    solver_options=dict(cfg.options) or None,
-                    train_depth=list(self.train_depth) if self.train_depth else None)
+        return dict(
+            solver=cfg.method,
+            steps=None if cfg.step_size else cfg.steps,
+            step_size=cfg.step_size,
+            t_end=cfg.t_end,
+            rtol=cfg.rtol,
+            atol=cfg.atol,
+            adjoint=cfg.adjoint,
+            check_finite=cfg.check_finite,
+            solver_options=dict(cfg.options) or None,
+            train_depth=list(self.train_depth) if self.train_depth else None,
+        )
 
     # ---- timm's view: a sequence of blocks ------------------------------------------------------
     def __len__(self) -> int:
@@ -280,15 +260,19 @@ class ContinuousDepthStack(nn.Module):
         if isinstance(item, slice):
             start, stop, step = item.indices(len(self))
             if start != 0 or step != 1 or stop < 1:
-                raise IndexError(f'a stack is cut only to its first n intervals ([:n], n <= {len(self)}), got {item}')
+                raise IndexError(
+                    f'a stack is cut only to its first n intervals ([:n], n <= {len(self)}), got {item}'
+                )
             return self._view(stop)
         if not is_int(item) or not -len(self) <= item < len(self):
             raise IndexError(f'interval index {item!r} out of range for {len(self)} intervals')
         return getattr(self, str(range(len(self))[item]))
 
     def _not_editable(self, edit: str, *args):
-        raise TypeError(f'{edit} cannot edit a ContinuousDepthStack, whose intervals are grid steps of one shared '
-                        'field: change the depth with set_solver(steps=N), set_iterations(N) or truncate(n)')
+        raise TypeError(
+            f'{edit} cannot edit a ContinuousDepthStack, whose intervals are grid steps of one shared '
+            'field: change the depth with set_solver(steps=N), set_iterations(N) or truncate(n)'
+        )
 
     def add_module(self, name: str, module: Optional[nn.Module]) -> None:
         # re-adding a child as itself is what module converters do (torch's convert_sync_batchnorm, train.py --sync-bn)
@@ -318,7 +302,12 @@ class ContinuousDepthStack(nn.Module):
     def _f(self, t, x: torch.Tensor) -> torch.Tensor:
         """The field at time t (a float or a 0-dim tensor)."""
         if not isinstance(t, torch.Tensor):
-            t = torch.full((), t, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32, device=x.device)
+            t = torch.full(
+                (),
+                t,
+                dtype=torch.float64 if x.dtype == torch.float64 else torch.float32,
+                device=x.device,
+            )
         if self.grad_checkpointing and torch.is_grad_enabled() and not self.solver.adjoint:
             return checkpoint(self.field, t, x, use_reentrant=False)
         return self.field(t, x)
@@ -330,19 +319,29 @@ class ContinuousDepthStack(nn.Module):
         if cfg.stepped:
             return [rk_step(self._f, i * cfg.h, cfg.h, x, cfg.method)], cfg.evals_per_step
         if torch.compiler.is_exporting():
-            raise ValueError(f'{cfg.describe()} cannot be exported: only fixed-grid Runge–Kutta methods without the '
-                             'adjoint can, so export after set_solver(method="rk4", adjoint=False)')
+            raise ValueError(
+                f'{cfg.describe()} cannot be exported: only fixed-grid Runge–Kutta methods without the '
+                'adjoint can, so export after set_solver(method="rk4", adjoint=False)'
+            )
         stochastic = active_stochastic_modules(self.field) if cfg.adjoint or cfg.is_adaptive else []
         if stochastic:
             why = 'the adjoint backward pass re-samples the dropout masks' if cfg.adjoint else \
                 f'the adaptive {cfg.method!r} would control its step size on the dropout noise'
-            raise ValueError(f'the ODE field is random in training mode (active: {", ".join(stochastic)}) and {why}: '
-                             'set those drop rates to 0, use eval mode, or use adjoint=False and a fixed-grid method')
+            raise ValueError(
+                f'the ODE field is random in training mode (active: {", ".join(stochastic)}) and {why}: '
+                'set those drop rates to 0, use eval mode, or use adjoint=False and a fixed-grid method'
+            )
         evals = []
         t = cfg.grid(x.device, torch.float64 if x.dtype == torch.float64 else torch.float32)[i:]
         try:
-            states = odeint_grid(lambda s, z: evals.append(1) or self._f(s, z), x, t, cfg, self.field.parameters(),
-                                 end_only)
+            states = odeint_grid(
+                lambda s, z: evals.append(1) or self._f(s, z),
+                x,
+                t,
+                cfg,
+                self.field.parameters(),
+                end_only,
+            )
         except FloatingPointError as e:
             raise explain_non_finite(x, self.field, cfg, error=e) from None
         return list(states), len(evals)
@@ -386,8 +385,13 @@ class ContinuousDepthStack(nn.Module):
     def checked(self, x0: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out`` after its finiteness check (one device sync) when ``check_finite`` is on, in eager mode; deferred
         to the owning model's check of its logits while the model's forward runs (:meth:`defer_checks`)."""
-        if (not self.solver.check_finite or torch.compiler.is_compiling() or torch.compiler.is_exporting()
-                or isinstance(out, torch.fx.Proxy) or out.is_meta):
+        if (
+            not self.solver.check_finite
+            or torch.compiler.is_compiling()
+            or torch.compiler.is_exporting()
+            or isinstance(out, torch.fx.Proxy)
+            or out.is_meta
+        ):
             return out
         if self.shared.deferred is not None:
             self.shared.deferred.append((x0, out))
@@ -408,8 +412,14 @@ class ContinuousDepthStack(nn.Module):
     def trajectory(self, x: torch.Tensor, indices: Sequence[int]) -> torch.Tensor:
         """States at time points ``indices`` (0-based, increasing: index i is t_{i+1}) from X(0),
         shape (len(indices), B, N, D). Integration stops at the largest index."""
-        if not indices or not 0 <= indices[0] <= indices[-1] < len(self) or sorted(set(indices)) != list(indices):
-            raise ValueError(f'indices must increase within 0..{len(self) - 1}, got {list(indices)}')
+        if (
+            not indices
+            or not 0 <= indices[0] <= indices[-1] < len(self)
+            or sorted(set(indices)) != list(indices)
+        ):
+            raise ValueError(
+                f'indices must increase within 0..{len(self) - 1}, got {list(indices)}'
+            )
         if self.training and self._root().train_depth is not None:
             raise self._drawn_error('a trajectory reads the time points of')
         states = self._walk_intervals(x, indices[-1] + 1)
@@ -434,29 +444,38 @@ class ContinuousDepthStack(nn.Module):
         """Training with ``train_depth``: X(t_1) … X(t_n) on the grid of one drawn depth (n = its steps), the last
         checked; what a training forward integrates."""
         if not (self.training and self.train_depth is not None):
-            raise ValueError('drawn_states integrates a drawn depth: call it in training mode with train_depth set')
+            raise ValueError(
+                'drawn_states integrates a drawn depth: call it in training mode with train_depth set'
+            )
         hooked = [str(m.index) for m in self if has_module_hooks(m)]
         if hooked:
             raise self._drawn_error(f'intervals {", ".join(hooked)} carry hooks on')
-        cfg, states, nfe = self._drawn_config(x.device), [x], 0
+        cfg = self._drawn_config(x.device)
+        states = [x]
+        nfe = 0
         while len(states) <= cfg.steps:
             new, evals = self._advance(states[-1], len(states) - 1, cfg)
-            states, nfe = states + new, nfe + evals
+            states = states + new
+            nfe = nfe + evals
         self.shared.nfe = nfe
         self.shared.last_interval = None
         self.checked(x, states[-1])
         return states[1:]
 
     def _drawn_error(self, what: str) -> ValueError:
-        return ValueError(f'train_depth draws the depth of every training forward, but {what} the configured grid '
-                          f'({self.solver.describe()}): read intervals (hooks, forward_intermediates, torch.fx, timm\'s '
-                          'grad checkpointing) in eval mode, set train_depth=None, or for grad checkpointing set '
-                          'blocks.grad_checkpointing = True')
+        return ValueError(
+            f'train_depth draws the depth of every training forward, but {what} the configured grid '
+            f'({self.solver.describe()}): read intervals (hooks, forward_intermediates, torch.fx, timm\'s '
+            'grad checkpointing) in eval mode, set train_depth=None, or for grad checkpointing set '
+            'blocks.grad_checkpointing = True'
+        )
 
     # the drawn depth is a Python int: torch.compile compiles one graph per depth (its reason: fullgraph's error)
-    @torch.compiler.disable(reason='train_depth draws the depth of every training forward in Python, which '
-                            'torch.compile(fullgraph=True) cannot compile: compile without fullgraph=True (one graph '
-                            'per drawn depth), or train on a fixed grid (set_train_depth(None))')
+    @torch.compiler.disable(
+        reason='train_depth draws the depth of every training forward in Python, which '
+        'torch.compile(fullgraph=True) cannot compile: compile without fullgraph=True (one graph '
+        'per drawn depth), or train on a fixed grid (set_train_depth(None))'
+    )
     def _drawn_config(self, device: torch.device) -> SolverConfig:
         return self._depth_config(self._draw_depth(device))
 
@@ -477,12 +496,23 @@ class ContinuousDepthStack(nn.Module):
         return self._shared_draw.randint(lo, hi)
 
     def extra_repr(self) -> str:
-        drawn = f', train_depth={self.train_depth[0]}..{self.train_depth[1]} {self.train_dial}' if self.train_depth else ''
+        drawn = (
+            f', train_depth={self.train_depth[0]}..{self.train_depth[1]} {self.train_dial}'
+            if self.train_depth
+            else ''
+        )
         return self.solver.describe() + drawn
 
 
-for _name, _edit in (('__setitem__', 'blocks[i] = ...'), ('__delitem__', 'del blocks[i]'), ('append', 'append'),
-                     ('extend', 'extend'), ('insert', 'insert'), ('pop', 'pop')):  # nn.Sequential's edits
+for _name, _edit in (
+    ('__setitem__', 'blocks[i] = ...'),
+    ('__delitem__', 'del blocks[i]'),
+    ('append', 'append'),
+    # nn.Sequential's edits
+    ('extend', 'extend'),
+    ('insert', 'insert'),
+    ('pop', 'pop'),
+):
     setattr(ContinuousDepthStack, _name, lambda self, *args, _edit=_edit: self._not_editable(_edit))
 
 
@@ -490,5 +520,7 @@ def depth_stack(model: nn.Module) -> ContinuousDepthStack:
     """The :class:`ContinuousDepthStack` of a timm_odevit model or an odeified timm ViT (its ``blocks``)."""
     stack = getattr(model, 'blocks', None)
     if not isinstance(stack, ContinuousDepthStack):
-        raise TypeError(f'{type(model).__name__} has no ODE trajectory: use an odevit_*, bvit_* or odeified model')
+        raise TypeError(
+            f'{type(model).__name__} has no ODE trajectory: use an odevit_*, bvit_* or odeified model'
+        )
     return stack

@@ -19,15 +19,24 @@ class TimeEmbedding(nn.Module):
     W starts at zero, so a time-conditioned field starts out identical to the autonomous one.
     """
 
-    def __init__(self, dim: int, num_frequencies: int = 8, period: float = 1.0, device=None, dtype=None):
+    def __init__(
+        self, dim: int, num_frequencies: int = 8, period: float = 1.0, device=None, dtype=None
+    ):
         super().__init__()
-        self.num_frequencies, self.period = num_frequencies, period
-        self.register_buffer('freqs', self._frequencies(device), persistent=False)  # computed, not saved
+        self.num_frequencies = num_frequencies
+        self.period = period
+        # computed, not saved
+        self.register_buffer('freqs', self._frequencies(device), persistent=False)
         self.proj = nn.Linear(2 * num_frequencies, dim, bias=False, device=device, dtype=dtype)
         nn.init.zeros_(self.proj.weight)
 
     def _frequencies(self, device=None) -> torch.Tensor:
-        return 2 * math.pi * torch.arange(1, self.num_frequencies + 1, device=device, dtype=torch.float32) / self.period
+        return (
+            2
+            * math.pi
+            * torch.arange(1, self.num_frequencies + 1, device=device, dtype=torch.float32)
+            / self.period
+        )
 
     def init_non_persistent_buffers(self) -> None:
         """Recompute ``freqs`` (float32, on the weights' device): timm's hook for computed buffers
@@ -88,7 +97,9 @@ class ODEViTField(nn.Module):
             dim, num_heads, attn_type=attn_type, qkv_bias=bias, proj_bias=bias,
             attn_drop=attn_drop, proj_drop=proj_drop, **dd)
         self.norm_mlp = _NORMS[norm](dim, **dd)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), act_layer=act_layer, bias=bias, drop=proj_drop, **dd)
+        self.mlp = Mlp(
+            dim, int(dim * mlp_ratio), act_layer=act_layer, bias=bias, drop=proj_drop, **dd
+        )
         self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()
 
     def attention_probs(self, x: torch.Tensor) -> torch.Tensor:
@@ -98,5 +109,7 @@ class ODEViTField(nn.Module):
     def forward(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if self.time_embed is not None:
             x = x + self.time_embed(t)
-        update = self.drop_path(self.attn(self.norm_attn(x))) + self.drop_path(self.mlp(self.norm_mlp(x)))
+        update = self.drop_path(self.attn(self.norm_attn(x))) + self.drop_path(
+            self.mlp(self.norm_mlp(x))
+        )
         return self.depth_scale * update

@@ -22,21 +22,40 @@ _EULER = ((0.,), ((),), (1.,))
 TABLEAUS: Dict[str, Tuple[Tuple[float, ...], Tuple[Tuple[float, ...], ...], Tuple[float, ...]]] = {
     'euler': _EULER,
     'recurrence': _EULER,  # with h = 1 (SolverConfig pins it)
-    'midpoint': ((0., .5), ((), (.5,)), (0., 1.)),
-    'heun2': ((0., 1.), ((), (1.,)), (.5, .5)),
-    'heun3': ((0., 1 / 3, 2 / 3), ((), (1 / 3,), (0., 2 / 3)), (1 / 4, 0., 3 / 4)),
-    'rk4': ((0., 1 / 3, 2 / 3, 1.), ((), (1 / 3,), (-1 / 3, 1.), (1., -1., 1.)), (1 / 8, 3 / 8, 3 / 8, 1 / 8)),
+    'midpoint': ((0.0, 0.5), ((), (0.5,)), (0.0, 1.0)),
+    'heun2': ((0.0, 1.0), ((), (1.0,)), (0.5, 0.5)),
+    'heun3': ((0.0, 1 / 3, 2 / 3), ((), (1 / 3,), (0.0, 2 / 3)), (1 / 4, 0.0, 3 / 4)),
+    'rk4': (
+        (0.0, 1 / 3, 2 / 3, 1.0),
+        ((), (1 / 3,), (-1 / 3, 1.0), (1.0, -1.0, 1.0)),
+        (1 / 8, 3 / 8, 3 / 8, 1 / 8),
+    ),
 }
-RUNGE_KUTTA_METHODS: Dict[str, int] = {name: len(c) for name, (c, _, _) in TABLEAUS.items()}  # field evaluations/step
+# field evaluations/step
+RUNGE_KUTTA_METHODS: Dict[str, int] = {name: len(c) for name, (c, _, _) in TABLEAUS.items()}
 ADAMS_METHODS = ('explicit_adams', 'implicit_adams')
 ADAPTIVE_METHODS = ('dopri5', 'dopri8', 'bosh3', 'fehlberg2', 'adaptive_heun')
 METHODS = tuple(RUNGE_KUTTA_METHODS) + ADAMS_METHODS + ADAPTIVE_METHODS
-MAX_STEPS = 10_000  # default cap on grid steps: a typo'd step_size must not start a billion-step solve
-_ADAPTIVE_OPTIONS = ('dfactor', 'dtype', 'first_step', 'ifactor', 'jump_t', 'max_num_steps', 'max_step', 'min_step',
-                     'safety', 'step_t')
-OPTIONS: Dict[str, Tuple[str, ...]] = {  # the torchdiffeq options each method takes in SolverConfig.options
-    **{m: () for m in RUNGE_KUTTA_METHODS}, **{m: ('max_iters', 'max_order') for m in ADAMS_METHODS},
-    **{m: _ADAPTIVE_OPTIONS for m in ADAPTIVE_METHODS}}
+# default cap on grid steps: a typo'd step_size must not start a billion-step solve
+MAX_STEPS = 10_000
+_ADAPTIVE_OPTIONS = (
+    'dfactor',
+    'dtype',
+    'first_step',
+    'ifactor',
+    'jump_t',
+    'max_num_steps',
+    'max_step',
+    'min_step',
+    'safety',
+    'step_t',
+)
+# the torchdiffeq options each method takes in SolverConfig.options
+OPTIONS: Dict[str, Tuple[str, ...]] = {
+    **{m: () for m in RUNGE_KUTTA_METHODS},
+    **{m: ('max_iters', 'max_order') for m in ADAMS_METHODS},
+    **{m: _ADAPTIVE_OPTIONS for m in ADAPTIVE_METHODS},
+}
 
 
 @dataclass(frozen=True)
@@ -75,11 +94,15 @@ class SolverConfig:
 
     def __post_init__(self):
         if not isinstance(self.method, str) or self.method not in METHODS:
-            raise ValueError(f'Unknown ODE solver {self.method!r}: choose one of {", ".join(METHODS)}')
+            raise ValueError(
+                f'Unknown ODE solver {self.method!r}: choose one of {", ".join(METHODS)}'
+            )
         for name in ('adjoint', 'check_finite'):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f'{name} must be True or False, got {getattr(self, name)!r}')
-        for name in ('t_end', 'rtol', 'atol') + (('step_size',) if self.step_size is not None else ()):
+        for name in ('t_end', 'rtol', 'atol') + (
+            ('step_size',) if self.step_size is not None else ()
+        ):
             value = getattr(self, name)
             if not is_real(value):
                 raise TypeError(f'{name} must be a number, got {value!r} ({type(value).__name__})')
@@ -89,34 +112,46 @@ class SolverConfig:
         for name in ('steps', 'max_steps'):
             value = getattr(self, name)
             if value is not None and not is_int(value):
-                raise TypeError(f'{name} must be an integer, got {value!r} ({type(value).__name__})')
+                raise TypeError(
+                    f'{name} must be an integer, got {value!r} ({type(value).__name__})'
+                )
             if value is not None and value < 1:
                 raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
         steps = None if self.steps is None else int(self.steps)
         if self.step_size is not None:
             from_size = max(1, math.ceil(self.t_end / self.step_size - 1e-9))
             if steps is not None and steps != from_size:
-                raise ValueError(f'steps={steps} and step_size={self.step_size:g} disagree (step_size gives '
-                                 f'{from_size} steps over t_end={self.t_end:g}): give only one of them')
+                raise ValueError(
+                    f'steps={steps} and step_size={self.step_size:g} disagree (step_size gives '
+                    f'{from_size} steps over t_end={self.t_end:g}): give only one of them'
+                )
             steps = from_size
         steps = 12 if steps is None else steps
         if self.method == 'recurrence':  # one block application per unit of time
             if self.step_size not in (None, 1.):
-                raise ValueError(f'the recurrence steps by h = 1, got step_size={self.step_size:g}: set its iterations')
+                raise ValueError(
+                    f'the recurrence steps by h = 1, got step_size={self.step_size:g}: set its iterations'
+                )
             object.__setattr__(self, 't_end', float(steps))
         if steps > self.max_steps:
-            raise ValueError(f'{steps} grid steps (t_end={self.t_end:g}) exceed max_steps={self.max_steps}: use fewer '
-                             'steps, an adaptive method, or raise max_steps if you mean it')
+            raise ValueError(
+                f'{steps} grid steps (t_end={self.t_end:g}) exceed max_steps={self.max_steps}: use fewer '
+                'steps, an adaptive method, or raise max_steps if you mean it'
+            )
         object.__setattr__(self, 'steps', steps)
         object.__setattr__(self, 'max_steps', int(self.max_steps))
         if not isinstance(self.options, dict):
-            raise TypeError(f'options must be a dict of torchdiffeq options, got {type(self.options).__name__}')
+            raise TypeError(
+                f'options must be a dict of torchdiffeq options, got {type(self.options).__name__}'
+            )
         object.__setattr__(self, 'options', dict(self.options))  # a copy: the config is frozen
         unknown = sorted(set(self.options) - set(OPTIONS[self.method]))
         if unknown:
-            raise ValueError(f'{unknown} are not options of {self.method!r}: its options are '
-                             f'{", ".join(OPTIONS[self.method]) or "none"} (steps, step_size, rtol and atol are '
-                             'SolverConfig fields)')
+            raise ValueError(
+                f'{unknown} are not options of {self.method!r}: its options are '
+                f'{", ".join(OPTIONS[self.method]) or "none"} (steps, step_size, rtol and atol are '
+                'SolverConfig fields)'
+            )
 
     @property
     def is_adaptive(self) -> bool:
@@ -139,7 +174,9 @@ class SolverConfig:
 
     def exact_evals(self, steps: int) -> Optional[int]:
         """Field evaluations of ``steps`` grid steps when the method fixes them (Runge–Kutta), else None."""
-        return steps * RUNGE_KUTTA_METHODS[self.method] if self.method in RUNGE_KUTTA_METHODS else None
+        return (
+            steps * RUNGE_KUTTA_METHODS[self.method] if self.method in RUNGE_KUTTA_METHODS else None
+        )
 
     @property
     def h(self) -> float:
@@ -161,8 +198,10 @@ class SolverConfig:
         elif 't_end' in changes and is_real(changes['t_end']) and changes['t_end'] > 0:
             steps = changes['t_end'] / self.h  # keep the step length
             if abs(steps - round(steps)) > 1e-6 * max(1., steps) or round(steps) < 1:
-                raise ValueError(f't_end={changes["t_end"]:g} is not a whole number of steps of the current '
-                                 f'h={self.h:g}: give a multiple of h, or steps / step_size with it')
+                raise ValueError(
+                    f't_end={changes["t_end"]:g} is not a whole number of steps of the current '
+                    f'h={self.h:g}: give a multiple of h, or steps / step_size with it'
+                )
             changes['steps'] = round(steps)
         return dataclasses.replace(self, **changes)
 
@@ -172,23 +211,41 @@ class SolverConfig:
 
     def describe(self) -> str:
         tol = f', rtol={self.rtol:g}, atol={self.atol:g}' if self.is_adaptive else ''
-        return f'method={self.method!r}, steps={self.steps}, h={self.h:.4g}, t_end={self.t_end:g}{tol}, ' \
-               f'adjoint={self.adjoint}'
+        return (
+            f'method={self.method!r}, steps={self.steps}, h={self.h:.4g}, t_end={self.t_end:g}{tol}, '
+            f'adjoint={self.adjoint}'
+        )
 
     def grid(self, device=None, dtype=torch.float32) -> torch.Tensor:
         """The uniform time grid t_0 = 0, …, t_steps = t_end, shape (steps + 1,)."""
-        return torch.arange(self.steps + 1, device=device, dtype=torch.float64).mul_(self.h).to(dtype)
+        return (
+            torch.arange(self.steps + 1, device=device, dtype=torch.float64).mul_(self.h).to(dtype)
+        )
 
 
 # the solver keyword arguments of the models (odevit_*, bvit_*, vit_odeified); ``solver`` is the method
-SOLVER_KWARGS = ('solver', 'steps', 'step_size', 't_end', 'rtol', 'atol', 'adjoint', 'check_finite', 'solver_options')
+SOLVER_KWARGS = (
+    'solver',
+    'steps',
+    'step_size',
+    't_end',
+    'rtol',
+    'atol',
+    'adjoint',
+    'check_finite',
+    'solver_options',
+)
 
 
 def pop_solver_kwargs(kwargs: Dict[str, Any], skip: Sequence[str] = ()) -> Dict[str, Any]:
     """Pop a model's solver keyword arguments (:data:`SOLVER_KWARGS` but ``skip``) from its ``kwargs``: those given and
     not None, as :class:`SolverConfig` fields (``solver`` is the method, ``solver_options`` the options)."""
     fields = {'solver': 'method', 'solver_options': 'options'}
-    solver = {fields.get(k, k): v for k in SOLVER_KWARGS if k not in skip and (v := kwargs.pop(k, None)) is not None}
+    solver = {
+        fields.get(k, k): v
+        for k in SOLVER_KWARGS
+        if k not in skip and (v := kwargs.pop(k, None)) is not None
+    }
     if 'options' in solver:  # named as the model calls it (SolverConfig's would say 'options')
         solver['options'] = check_dict('solver_options (torchdiffeq options)', solver['options'])
     return solver
@@ -214,17 +271,27 @@ def odeint_grid(f: Callable, x: torch.Tensor, t: torch.Tensor, config: SolverCon
     (len(t) - 1, *x.shape)); fixed-grid methods step from one grid point to the next. ``end_only`` (fixed-grid
     methods): the same steps, only X(t[-1]) returned (shape (1, *x.shape)), so that the adjoint keeps 2 states
     for its backward pass instead of len(t)."""
-    if x.numel() == 0 or x.is_meta:  # no values (the step-size control would divide by a zero-size norm)
+    # no values (the step-size control would divide by a zero-size norm)
+    if x.numel() == 0 or x.is_meta:
         return (x + 0 * f(t[0], x)).expand(len(t) - 1, *x.shape)
     if config.is_adaptive and x.dtype in (torch.float16, torch.bfloat16) and \
             min(config.rtol, config.atol) < torch.finfo(x.dtype).eps:
-        raise ValueError(f'the adaptive {config.method!r} cannot meet rtol={config.rtol:g}, atol={config.atol:g} in '
-                         f'{x.dtype} (its precision {torch.finfo(x.dtype).eps:.2g}): use larger tolerances or float32')
-    kwargs = dict(method='euler' if config.method == 'recurrence' else config.method, options=dict(config.options),
-                  rtol=config.rtol, atol=config.atol)
-    if end_only:  # the grid's fractions of [t0, t1]: the adjoint's backward solve asks for (-t1, -t0)
+        raise ValueError(
+            f'the adaptive {config.method!r} cannot meet rtol={config.rtol:g}, atol={config.atol:g} in '
+            f'{x.dtype} (its precision {torch.finfo(x.dtype).eps:.2g}): use larger tolerances or float32'
+        )
+    kwargs = dict(
+        method='euler' if config.method == 'recurrence' else config.method,
+        options=dict(config.options),
+        rtol=config.rtol,
+        atol=config.atol,
+    )
+    # the grid's fractions of [t0, t1]: the adjoint's backward solve asks for (-t1, -t0)
+    if end_only:
         frac = (t - t[0]) / (t[-1] - t[0])
-        kwargs['options']['grid_constructor'] = lambda func, y0, ends: ends[0] + (ends[-1] - ends[0]) * frac
+        kwargs['options']['grid_constructor'] = (
+            lambda func, y0, ends: ends[0] + (ends[-1] - ends[0]) * frac
+        )
         t = t[[0, -1]]
     try:
         if config.adjoint:

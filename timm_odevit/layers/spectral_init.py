@@ -3,7 +3,8 @@ import torch
 from torch import nn
 
 
-SPECTRAL_INIT_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)  # what spectral_init_ re-initialises
+# what spectral_init_ re-initialises
+SPECTRAL_INIT_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
 @torch.no_grad()

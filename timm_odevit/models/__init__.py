@@ -1,5 +1,6 @@
 """Model families; importing this package registers every model with timm."""
-from ._common import ContinuousDepthViT, checkpoint_filter_fn, embed_tokens
+from ._checkpoint import checkpoint_filter_fn
+from ._common import ContinuousDepthViT, embed_tokens
 from .bvit import BViT
 from . import baselines  # noqa: F401  (discrete ViTs matched to ODE-ViT)
 from .odeified import odeify

@@ -21,7 +21,8 @@ class ContinuousDepthMixin(TimmModelArgs):
     - ``prune_intermediate_layers``: timm's, with the stack cut in place.
     """
 
-    recorded_args: Dict[str, Any] = types.MappingProxyType({})  # create_model's record (record_model_args)
+    # create_model's record (record_model_args)
+    recorded_args: Dict[str, Any] = types.MappingProxyType({})
 
     @property
     def feature_info(self) -> List[Dict[str, Any]]:
@@ -46,7 +47,8 @@ class ContinuousDepthMixin(TimmModelArgs):
     def model_args(self) -> Dict[str, Any]:
         """The kwargs that rebuild this model: those timm's ``create_model`` recorded, with the depth's current
         solver settings over them (a setting of None drops its kwarg)."""
-        if not isinstance(self.blocks, ContinuousDepthStack):  # replaced, e.g. by nn.Sequential(*intervals)
+        # replaced, e.g. by nn.Sequential(*intervals)
+        if not isinstance(self.blocks, ContinuousDepthStack):
             return dict(self.recorded_args)
         depth_args = self.depth_model_args(self.blocks.model_args())
         args = dict(self.recorded_args, **depth_args)
@@ -66,7 +68,9 @@ class ContinuousDepthMixin(TimmModelArgs):
         its stack, so its hooks, ``feature_info``, later ``set_solver`` calls and the exported model args stay in
         step."""
         stack = self.blocks
-        take_indices = super().prune_intermediate_layers(indices, prune_norm=prune_norm, prune_head=prune_head)
+        take_indices = super().prune_intermediate_layers(
+            indices, prune_norm=prune_norm, prune_head=prune_head
+        )
         kept = len(self.blocks)
         self.blocks = stack
         if kept != len(stack):

@@ -16,7 +16,7 @@ from typing import Any, Dict
 from timm.models import generate_default_cfgs, register_model
 from timm.models.vision_transformer import VisionTransformer
 
-from ._common import cifar_cfg
+from ._cfgs import cifar_cfg
 from .bvit import _create_baseline
 
 __all__ = []
@@ -32,7 +32,9 @@ default_cfgs = generate_default_cfgs({
 })
 
 # odevit_tiny_cifar's size and tokens; its trained grid is 6 Euler steps (one field evaluation each)
-_ODEVIT_TINY = dict(img_size=32, patch_size=4, embed_dim=256, num_heads=4, mlp_ratio=2., reg_tokens=10)
+_ODEVIT_TINY = dict(
+    img_size=32, patch_size=4, embed_dim=256, num_heads=4, mlp_ratio=2.0, reg_tokens=10
+)
 ODEVIT_TINY_TRAINED_STEPS = 6
 
 
@@ -40,11 +42,15 @@ ODEVIT_TINY_TRAINED_STEPS = 6
 def vit_odevit_tiny_cifar_params_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """Discrete ViT with the parameters of odevit_tiny_cifar: 4 blocks of D 128, 4 heads, MLP ×2, 10 registers."""
     model_args = dict(_ODEVIT_TINY, embed_dim=_ODEVIT_TINY['embed_dim'] // 2, depth=4)
-    return _create_baseline('vit_odevit_tiny_cifar_params_matched', pretrained, **dict(model_args, **kwargs))
+    return _create_baseline(
+        'vit_odevit_tiny_cifar_params_matched', pretrained, **dict(model_args, **kwargs)
+    )
 
 
 @register_model
 def vit_odevit_tiny_cifar_flops_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """Discrete ViT with the FLOPs of odevit_tiny_cifar at 6 Euler steps: 6 blocks of D 256, 4 heads, MLP ×2."""
     model_args = dict(_ODEVIT_TINY, depth=ODEVIT_TINY_TRAINED_STEPS)
-    return _create_baseline('vit_odevit_tiny_cifar_flops_matched', pretrained, **dict(model_args, **kwargs))
+    return _create_baseline(
+        'vit_odevit_tiny_cifar_flops_matched', pretrained, **dict(model_args, **kwargs)
+    )

@@ -34,14 +34,18 @@ from torch import nn
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
-from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn as vit_filter_fn
+from timm.models.vision_transformer import (
+    Block,
+    VisionTransformer,
+    checkpoint_filter_fn as vit_filter_fn,
+)
 
 from .._checks import check_int, is_int
 from ..layers import BlockField, SolverConfig, pop_solver_kwargs
-from ._common import (
-    CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT, build_continuous_depth_model,
-    checkpoint_filter_fn, cifar_cfg, embed_tokens, reset_parameters_,
-)
+from ._builder import build_continuous_depth_model
+from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
+from ._checkpoint import checkpoint_filter_fn
+from ._common import ContinuousDepthViT, embed_tokens, reset_parameters_
 
 __all__ = ['BViT', 'checkpoint_filter_fn']
 
@@ -59,7 +63,9 @@ def _check_stages(stages: Sequence[int], num_points: Optional[int] = None) -> Tu
     if any(b <= a for a, b in zip(stages, stages[1:])):
         raise ValueError(f'stages must be strictly increasing, got {stages}')
     if stages[0] < 1 or (num_points is not None and stages[-1] > num_points):
-        raise ValueError(f'stages {stages} lie outside the horizon: time points are 1..{num_points or "N"}')
+        raise ValueError(
+            f'stages {stages} lie outside the horizon: time points are 1..{num_points or "N"}'
+        )
     return tuple(map(int, stages))
 
 
@@ -106,43 +112,86 @@ class BViT(ContinuousDepthViT):
                 dynamic_img_pad, drop_rate, pos_drop_rate, patch_drop_rate; :class:`ContinuousDepthViT`).
         """
         if regime not in REGIMES or stage_heads not in STAGE_HEADS:
-            raise ValueError(f'Unknown regime {regime!r} or stage_heads {stage_heads!r}: use {REGIMES} / {STAGE_HEADS}')
+            raise ValueError(
+                f'Unknown regime {regime!r} or stage_heads {stage_heads!r}: use {REGIMES} / {STAGE_HEADS}'
+            )
         if regime == 'recurrent' and field == 'naive':
-            raise ValueError("field='naive' applies to regime='ode': the recurrence iterates z_k = B(z_(k-1)), Euler "
-                             "with h = 1 on the state-subtracted field")
+            raise ValueError(
+                "field='naive' applies to regime='ode': the recurrence iterates z_k = B(z_(k-1)), Euler "
+                "with h = 1 on the state-subtracted field"
+            )
         solver = pop_solver_kwargs(kwargs, skip=('t_end',))  # the horizon is ``iterations``
-        if regime == 'recurrent' and ({'steps', 'step_size'} & set(solver) or solver.get('method', 'euler') != 'euler'
-                                      or solver.get('adjoint')):
-            raise ValueError("solver, steps, step_size and adjoint apply to regime='ode': pass it, or leave them out")
+        if regime == 'recurrent' and (
+            {'steps', 'step_size'} & set(solver)
+            or solver.get('method', 'euler') != 'euler'
+            or solver.get('adjoint')
+        ):
+            raise ValueError(
+                "solver, steps, step_size and adjoint apply to regime='ode': pass it, or leave them out"
+            )
         if train_depth is not None and stages is not None and len(stages) > 1:
-            raise ValueError('train_depth draws the horizon, stages supervise fixed time points: use one of the two')
+            raise ValueError(
+                'train_depth draws the horizon, stages supervise fixed time points: use one of the two'
+            )
         iterations = check_int('iterations', iterations)
-        drop_rates = dict(attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate)
-        super().__init__(embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio, field_drop_rates=drop_rates,
-                         device=device, dtype=dtype, **kwargs)
-        block = Block(embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop_rate,
-                      attn_drop=attn_drop_rate, drop_path=drop_path_rate, device=device, dtype=dtype)
+        drop_rates = dict(
+            attn_drop_rate=attn_drop_rate,
+            proj_drop_rate=proj_drop_rate,
+            drop_path_rate=drop_path_rate,
+        )
+        super().__init__(
+            embed_dim=embed_dim,
+            num_heads=num_heads,
+            mlp_ratio=mlp_ratio,
+            field_drop_rates=drop_rates,
+            device=device,
+            dtype=dtype,
+            **kwargs,
+        )
+        block = Block(
+            embed_dim,
+            num_heads,
+            mlp_ratio=mlp_ratio,
+            qkv_bias=qkv_bias,
+            proj_drop=proj_drop_rate,
+            attn_drop=attn_drop_rate,
+            drop_path=drop_path_rate,
+            device=device,
+            dtype=dtype,
+        )
         if 'step_size' not in solver:
             solver.setdefault('steps', iterations)
-        solver.update(t_end=float(iterations), **({'method': 'recurrence'} if regime == 'recurrent' else {}))
+        solver.update(
+            t_end=float(iterations), **({'method': 'recurrence'} if regime == 'recurrent' else {})
+        )
         self._set_depth(BlockField(block, field), SolverConfig(**solver), train_depth, 'horizon')
         # given stages stay as given when the depth changes (set_iterations, pruning), and may lie beyond the
         # horizon, so that the model args save_for_hf records rebuild that model; deep supervision checks the
         # horizon (forward_stages, DeepSupervisionTask). The default, the last point, follows the depth.
         self._stages = None if stages is None else _check_stages(stages)
         if self._stages is not None and self._stages[-1] > self.num_time_points:
-            _logger.warning(f'stages {self._stages} lie beyond the {self.num_time_points} time points of this grid '
-                            f'({self.blocks.solver.describe()}): stages count grid points, iterations only at step 1, '
-                            'so deep supervision refuses them until the grid reaches them: give stages within '
-                            f'1..{self.num_time_points}, or more steps')
-        weights = [1.] * len(self.stages) if stage_weights is None else [float(w) for w in stage_weights]
-        if (len(weights) != len(self.stages) or not all(math.isfinite(w) and w >= 0 for w in weights)
-                or sum(weights) <= 0):
-            raise ValueError(f'stage_weights must be {len(self.stages)} finite non-negative numbers with a '
-                             f'positive sum, got {stage_weights!r}')
+            _logger.warning(
+                f'stages {self._stages} lie beyond the {self.num_time_points} time points of this grid '
+                f'({self.blocks.solver.describe()}): stages count grid points, iterations only at step 1, '
+                'so deep supervision refuses them until the grid reaches them: give stages within '
+                f'1..{self.num_time_points}, or more steps'
+            )
+        weights = (
+            [1.0] * len(self.stages) if stage_weights is None else [float(w) for w in stage_weights]
+        )
+        if (
+            len(weights) != len(self.stages)
+            or not all(math.isfinite(w) and w >= 0 for w in weights)
+            or sum(weights) <= 0
+        ):
+            raise ValueError(
+                f'stage_weights must be {len(self.stages)} finite non-negative numbers with a '
+                f'positive sum, got {stage_weights!r}'
+            )
         self.stage_weights = tuple(w / sum(weights) for w in weights)
         self.stage_head_type = stage_heads
-        self.stage_outputs = False  # set by DeepSupervisionTask: training forward returns all stages
+        # set by DeepSupervisionTask: training forward returns all stages
+        self.stage_outputs = False
         self.stage_heads = self._new_stage_heads(self.num_classes)
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
@@ -197,17 +246,32 @@ class BViT(ContinuousDepthViT):
         args = dict(args)
         args.update(iterations=round(args.pop('t_end')), regime='ode')
         if args['solver'] == 'recurrence':
-            args.update(regime='recurrent', solver=None, steps=None, step_size=None, rtol=None, atol=None,
-                        adjoint=None, solver_options=None)
+            args.update(
+                regime='recurrent',
+                solver=None,
+                steps=None,
+                step_size=None,
+                rtol=None,
+                atol=None,
+                adjoint=None,
+                solver_options=None,
+            )
         return args
 
     # ---- heads --------------------------------------------------------------------------------
     def _new_stage_heads(self, num_classes: int) -> nn.ModuleList:
         n = len(self.stages) - 1 if self.stage_head_type == 'separate' else 0
         ref = self.pos_embed
-        return nn.ModuleList([
-            nn.Linear(self.embed_dim, num_classes, device=ref.device, dtype=ref.dtype) if num_classes > 0
-            else nn.Identity() for _ in range(n)]).train(self.training)
+        return nn.ModuleList(
+            [
+                (
+                    nn.Linear(self.embed_dim, num_classes, device=ref.device, dtype=ref.dtype)
+                    if num_classes > 0
+                    else nn.Identity()
+                )
+                for _ in range(n)
+            ]
+        ).train(self.training)
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
         super().reset_classifier(num_classes, global_pool)
@@ -219,13 +283,20 @@ class BViT(ContinuousDepthViT):
             return self.stage_heads[self.stages.index(stage)]
         return self.head
 
-    def forward_stages(self, x: torch.Tensor, stages: Optional[Sequence[int]] = None) -> List[torch.Tensor]:
+    def forward_stages(
+        self, x: torch.Tensor, stages: Optional[Sequence[int]] = None
+    ) -> List[torch.Tensor]:
         """Logits at 1-based time points ``stages`` (default: the training stages), each (B, classes)."""
         stages = _check_stages(self.stages if stages is None else stages, self.num_time_points)
         states = self.blocks.trajectory(embed_tokens(self, x), [s - 1 for s in stages])
-        return [self._head_for(s)(self.forward_head(self.norm(z), pre_logits=True)) for s, z in zip(stages, states)]
+        return [
+            self._head_for(s)(self.forward_head(self.norm(z), pre_logits=True))
+            for s, z in zip(stages, states)
+        ]
 
-    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False):
+    def forward(
+        self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False
+    ):
         """Logits (B, classes). In training mode with ``stage_outputs`` set (by
         :class:`DeepSupervisionTask`) the list of per-stage logits instead."""
         if self.training and self.stage_outputs:
@@ -238,27 +309,40 @@ def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
 
 
 _c100 = dict(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD)
-_in1k = dict(num_classes=1000, input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD)
+_in1k = dict(
+    num_classes=1000, input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
+)
 
 # Released weights (release/<name>.<tag>/): trained with the default regime (recurrent, T = 12).
-default_cfgs = generate_default_cfgs({
-    'bvit_tiny_cifar.c10': _cfg(
-        hf_hub_id='timm-odevit/bvit_tiny_cifar.c10', packaged='bvit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
-    'bvit_small_cifar': _cfg(**_c100),
-    'bvit_base_patch16_224': _cfg(**_in1k),
-    'vit_tiny_cifar_flops_matched': _cfg(),
-    'vit_tiny_cifar_params_matched': _cfg(),
-    'vit_small_cifar_flops_matched': _cfg(**_c100),
-    'vit_small_cifar_params_matched': _cfg(**_c100),
-    'vit_base_patch16_224_flops_matched': _cfg(**_in1k),
-    'vit_base_patch16_224_params_matched': _cfg(**_in1k),
-})
+default_cfgs = generate_default_cfgs(
+    {
+        'bvit_tiny_cifar.c10': _cfg(
+            hf_hub_id='timm-odevit/bvit_tiny_cifar.c10',
+            packaged='bvit_tiny_cifar.c10',
+            label_names=CIFAR10_LABELS,
+        ),
+        'bvit_small_cifar': _cfg(**_c100),
+        'bvit_base_patch16_224': _cfg(**_in1k),
+        'vit_tiny_cifar_flops_matched': _cfg(),
+        'vit_tiny_cifar_params_matched': _cfg(),
+        'vit_small_cifar_flops_matched': _cfg(**_c100),
+        'vit_small_cifar_params_matched': _cfg(**_c100),
+        'vit_base_patch16_224_flops_matched': _cfg(**_in1k),
+        'vit_base_patch16_224_params_matched': _cfg(**_in1k),
+    }
+)
 
 
 def _create_baseline(variant: str, pretrained: bool = False, **kwargs) -> VisionTransformer:
     feature_cfg = dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter')
-    return build_model_with_cfg(VisionTransformer, variant, pretrained, pretrained_filter_fn=vit_filter_fn,
-                                feature_cfg=feature_cfg, **kwargs)
+    return build_model_with_cfg(
+        VisionTransformer,
+        variant,
+        pretrained,
+        pretrained_filter_fn=vit_filter_fn,
+        feature_cfg=feature_cfg,
+        **kwargs,
+    )
 
 
 _TINY = dict(img_size=32, patch_size=4, embed_dim=192, num_heads=3)
@@ -268,55 +352,73 @@ _BASE = dict(img_size=224, patch_size=16, embed_dim=768, num_heads=12)
 
 def _params_matched(size: Dict[str, Any]) -> Dict[str, Any]:
     """4 blocks at half the width: 4·12·(D/2)² = 12·D², one bViT block's parameters."""
-    return dict(size, embed_dim=size['embed_dim'] // 2, num_heads=max(size['num_heads'] // 2, 3), depth=4)
+    return dict(
+        size, embed_dim=size['embed_dim'] // 2, num_heads=max(size['num_heads'] // 2, 3), depth=4
+    )
 
 
 @register_model
 def bvit_tiny_cifar(pretrained: bool = False, **kwargs) -> BViT:
     """bViT, one block D 192 / 3 heads, T = 12, patch 4, 32 px (CIFAR-10)."""
-    return build_continuous_depth_model(BViT, 'bvit_tiny_cifar', pretrained, **dict(_TINY, **kwargs))
+    return build_continuous_depth_model(
+        BViT, 'bvit_tiny_cifar', pretrained, **dict(_TINY, **kwargs)
+    )
 
 
 @register_model
 def bvit_small_cifar(pretrained: bool = False, **kwargs) -> BViT:
     """bViT, one block D 384 / 6 heads, T = 12, patch 4, 32 px (CIFAR-100)."""
-    return build_continuous_depth_model(BViT, 'bvit_small_cifar', pretrained, **dict(_SMALL, **kwargs))
+    return build_continuous_depth_model(
+        BViT, 'bvit_small_cifar', pretrained, **dict(_SMALL, **kwargs)
+    )
 
 
 @register_model
 def bvit_base_patch16_224(pretrained: bool = False, **kwargs) -> BViT:
     """bViT, one ViT-Base block D 768 / 12 heads, T = 12, patch 16, 224 px."""
-    return build_continuous_depth_model(BViT, 'bvit_base_patch16_224', pretrained, **dict(_BASE, **kwargs))
+    return build_continuous_depth_model(
+        BViT, 'bvit_base_patch16_224', pretrained, **dict(_BASE, **kwargs)
+    )
 
 
 @register_model
 def vit_tiny_cifar_flops_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """Discrete ViT with the FLOPs of bvit_tiny_cifar: 12 independent D 192 blocks."""
-    return _create_baseline('vit_tiny_cifar_flops_matched', pretrained, **dict(_TINY, depth=12, **kwargs))
+    return _create_baseline(
+        'vit_tiny_cifar_flops_matched', pretrained, **dict(_TINY, depth=12, **kwargs)
+    )
 
 
 @register_model
 def vit_tiny_cifar_params_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """Discrete ViT with the block parameters of bvit_tiny_cifar: 4 blocks of D 96."""
-    return _create_baseline('vit_tiny_cifar_params_matched', pretrained, **dict(_params_matched(_TINY), **kwargs))
+    return _create_baseline(
+        'vit_tiny_cifar_params_matched', pretrained, **dict(_params_matched(_TINY), **kwargs)
+    )
 
 
 @register_model
 def vit_small_cifar_flops_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """Discrete ViT with the FLOPs of bvit_small_cifar: 12 independent D 384 blocks."""
-    return _create_baseline('vit_small_cifar_flops_matched', pretrained, **dict(_SMALL, depth=12, **kwargs))
+    return _create_baseline(
+        'vit_small_cifar_flops_matched', pretrained, **dict(_SMALL, depth=12, **kwargs)
+    )
 
 
 @register_model
 def vit_small_cifar_params_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """Discrete ViT with the block parameters of bvit_small_cifar: 4 blocks of D 192."""
-    return _create_baseline('vit_small_cifar_params_matched', pretrained, **dict(_params_matched(_SMALL), **kwargs))
+    return _create_baseline(
+        'vit_small_cifar_params_matched', pretrained, **dict(_params_matched(_SMALL), **kwargs)
+    )
 
 
 @register_model
 def vit_base_patch16_224_flops_matched(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """Discrete ViT with the FLOPs of bvit_base_patch16_224: 12 independent D 768 blocks."""
-    return _create_baseline('vit_base_patch16_224_flops_matched', pretrained, **dict(_BASE, depth=12, **kwargs))
+    return _create_baseline(
+        'vit_base_patch16_224_flops_matched', pretrained, **dict(_BASE, depth=12, **kwargs)
+    )
 
 
 @register_model

@@ -26,16 +26,28 @@ from typing import Any, Dict, Optional, Sequence, Union
 import torch
 from torch import nn
 from timm.models import (
-    create_model, generate_default_cfgs, load_model_config_from_hf, register_model, resolve_pretrained_cfg,
+    create_model,
+    generate_default_cfgs,
+    load_model_config_from_hf,
+    register_model,
+    resolve_pretrained_cfg,
 )
 from timm.layers import LayerScale
 from timm.utils import freeze as timm_freeze
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 
-from ..layers import BlockField, ContinuousDepthStack, ODEViTField, SolverConfig, pop_solver_kwargs, spectral_init_
+from ..layers import (
+    BlockField,
+    ContinuousDepthStack,
+    ODEViTField,
+    SolverConfig,
+    pop_solver_kwargs,
+    spectral_init_,
+)
 from .._checks import check_dict, read_config
 from .._compat import recorded_model_args
-from ._common import build_continuous_depth_model, cifar_cfg
+from ._builder import build_continuous_depth_model
+from ._cfgs import cifar_cfg
 from .base import ContinuousDepthMixin
 
 __all__ = ['odeify']
@@ -86,8 +98,10 @@ def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
     layout = ('norm1', 'attn.qkv', 'attn.proj', 'mlp.fc1', 'mlp.fc2')
     missing = [n for n in layout if not isinstance(_get(block, n), (nn.Linear, nn.LayerNorm))]
     if missing:
-        raise ValueError(f"field='odevit' rebuilds the ODE-ViT field from a timm Block, but {type(block).__name__} "
-                         f"lacks {missing}: use field='state_subtracted', which wraps any block")
+        raise ValueError(
+            f"field='odevit' rebuilds the ODE-ViT field from a timm Block, but {type(block).__name__} "
+            f"lacks {missing}: use field='state_subtracted', which wraps any block"
+        )
     dim = block.norm1.normalized_shape[0]
     w = block.attn.qkv.weight
     field = ODEViTField(dim, block.attn.num_heads, mlp_ratio=block.mlp.fc1.out_features / dim,
@@ -95,8 +109,10 @@ def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
     spectral_init_(field)
     if init != 'random':  # attention and MLP weights carry over; CenterNorm/bias-free parts cannot
         field.attn.qkv.weight.copy_(block.attn.qkv.weight)
-        gamma1, gamma2 = _layer_scale(block, 'ls1'), _layer_scale(block, 'ls2')
-        proj, fc2 = block.attn.proj.weight, block.mlp.fc2.weight
+        gamma1 = _layer_scale(block, 'ls1')
+        gamma2 = _layer_scale(block, 'ls2')
+        proj = block.attn.proj.weight
+        fc2 = block.mlp.fc2.weight
         field.attn.proj.weight.copy_(proj if gamma1 is None else gamma1[:, None] * proj)
         field.mlp.fc1.weight.copy_(block.mlp.fc1.weight)
         field.mlp.fc2.weight.copy_(fc2 if gamma2 is None else gamma2[:, None] * fc2)
@@ -106,12 +122,17 @@ def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
 def _freeze(model: VisionTransformer, names: Sequence[str]) -> None:
     """Fix the weights of the named parts of ``model`` (modules through timm's ``freeze``, or parameters)."""
     if isinstance(names, str):
-        raise TypeError(f"freeze takes a list of names, got the string {names!r}: write e.g. freeze=['head']")
-    modules, params = dict(model.named_modules()), dict(model.named_parameters())
+        raise TypeError(
+            f"freeze takes a list of names, got the string {names!r}: write e.g. freeze=['head']"
+        )
+    modules = dict(model.named_modules())
+    params = dict(model.named_parameters())
     unknown = [n for n in names if n not in params and (n not in modules or n in ('', 'blocks'))]
     if unknown:
-        raise ValueError(f'freeze {unknown}: not a part of the kept shell; choose among patch_embed, cls_token, '
-                         'pos_embed, norm, head (or another module or parameter outside blocks)')
+        raise ValueError(
+            f'freeze {unknown}: not a part of the kept shell; choose among patch_embed, cls_token, '
+            'pos_embed, norm, head (or another module or parameter outside blocks)'
+        )
     for name in names:
         if name in params:
             params[name].requires_grad_(False)
@@ -177,7 +198,9 @@ def odeify(
         :class:`ContinuousDepthMixin` (:func:`odeified_class`).
     """
     if not isinstance(model, VisionTransformer):
-        raise TypeError(f'odeify needs a timm VisionTransformer (vit_*, deit_*, ...), got {type(model).__name__}')
+        raise TypeError(
+            f'odeify needs a timm VisionTransformer (vit_*, deit_*, ...), got {type(model).__name__}'
+        )
     if field not in FIELDS:
         raise ValueError(f'Unknown field {field!r}; choose one of {FIELDS}')
     blocks = model.blocks
@@ -194,11 +217,14 @@ def odeify(
     if isinstance(solver, SolverConfig):
         config = solver
     else:  # a method name, as the models' solver= kwarg, or SolverConfig fields
-        changes = {'method': solver} if isinstance(solver, str) else check_dict('solver', solver or {})
+        changes = (
+            {'method': solver} if isinstance(solver, str) else check_dict('solver', solver or {})
+        )
         if 'steps' in changes and 't_end' not in changes and field == 'state_subtracted':
             changes['t_end'] = default.t_end  # keep the horizon, refine the grid
         config = default.replace(**changes)
-    converted = copy.deepcopy(model, memo={id(blocks): nn.Identity()})  # a copy without the L blocks
+    # a copy without the L blocks
+    converted = copy.deepcopy(model, memo={id(blocks): nn.Identity()})
     converted.__class__ = odeified_class(type(model))  # the user's timm class stays untouched
     _freeze(converted, freeze)
     converted.blocks = ContinuousDepthStack(vector_field, config)
@@ -222,15 +248,32 @@ def _base_cfg(base: str) -> Dict[str, Any]:
     return resolve_pretrained_cfg(base).to_dict()
 
 
-default_cfgs = generate_default_cfgs({  # input size / normalisation come from the base's pretrained_cfg at creation
-    'vit_odeified': cifar_cfg(num_classes=1000, input_size=(3, 224, 224), crop_pct=0.9, mean=(0.5, 0.5, 0.5),
-                              std=(0.5, 0.5, 0.5), paper_ids='arXiv:2511.16501'),
-})
+# input size / normalisation come from the base's pretrained_cfg at creation
+default_cfgs = generate_default_cfgs(
+    {
+        'vit_odeified': cifar_cfg(
+            num_classes=1000,
+            input_size=(3, 224, 224),
+            crop_pct=0.9,
+            mean=(0.5, 0.5, 0.5),
+            std=(0.5, 0.5, 0.5),
+            paper_ids='arXiv:2511.16501',
+        ),
+    }
+)
 
 
-def _build_odeified(base: str, field: str, init: str, solver: Dict[str, Any], base_pretrained: bool,
-                    train_depth: Optional[Sequence[int]] = None, base_cache_dir: Optional[str] = None,
-                    freeze: Sequence[str] = (), **kwargs) -> VisionTransformer:
+def _build_odeified(
+    base: str,
+    field: str,
+    init: str,
+    solver: Dict[str, Any],
+    base_pretrained: bool,
+    train_depth: Optional[Sequence[int]] = None,
+    base_cache_dir: Optional[str] = None,
+    freeze: Sequence[str] = (),
+    **kwargs,
+) -> VisionTransformer:
     vit = create_model(base, pretrained=base_pretrained, cache_dir=base_cache_dir, **kwargs)
     model = odeify(vit, field=field, init=init, solver=solver, freeze=freeze)
     if train_depth is not None:
@@ -265,17 +308,32 @@ def vit_odeified(
     cfg = kwargs.pop('pretrained_cfg', None)
     overlay = kwargs.pop('pretrained_cfg_overlay', None)
     if cfg:  # a saved vit_odeified (local-dir:, hf-hub:) or an explicit cfg
-        cfg = resolve_pretrained_cfg('vit_odeified', pretrained_cfg=cfg, pretrained_cfg_overlay=overlay).to_dict()
+        cfg = resolve_pretrained_cfg(
+            'vit_odeified', pretrained_cfg=cfg, pretrained_cfg_overlay=overlay
+        ).to_dict()
     else:  # the base's input size and normalisation, under this architecture's name
         cfg = _odeified_cfg(_base_cfg(base))
         cfg.update(overlay or {})
     own_weights = pretrained and any(cfg.get(k) for k in ('url', 'file', 'state_dict', 'hf_hub_id'))
     if pretrained and not own_weights:
-        _logger.info(f'vit_odeified: no weights of its own in the pretrained cfg; loading {base} weights, then odeify')
+        _logger.info(
+            f'vit_odeified: no weights of its own in the pretrained cfg; loading {base} weights, then odeify'
+        )
     solver_args = pop_solver_kwargs(kwargs)
     return build_continuous_depth_model(
-        _build_odeified, 'vit_odeified', own_weights,
-        pretrained_cfg=cfg, pretrained_cfg_overlay=overlay,  # (in cfg already; says what the caller set)
-        base=base, field=field, init=init, solver=solver_args, base_pretrained=pretrained and not own_weights,
-        train_depth=train_depth, freeze=freeze, base_cache_dir=kwargs.get('cache_dir'), **kwargs,
+        _build_odeified,
+        'vit_odeified',
+        own_weights,
+        # (in cfg already; says what the caller set)
+        pretrained_cfg=cfg,
+        pretrained_cfg_overlay=overlay,
+        base=base,
+        field=field,
+        init=init,
+        solver=solver_args,
+        base_pretrained=pretrained and not own_weights,
+        train_depth=train_depth,
+        freeze=freeze,
+        base_cache_dir=kwargs.get('cache_dir'),
+        **kwargs,
     )

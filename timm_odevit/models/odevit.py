@@ -24,11 +24,17 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
 from timm.models import generate_default_cfgs, register_model
 
-from ..layers import SPECTRAL_INIT_TYPES, ODEViTField, SolverConfig, pop_solver_kwargs, spectral_init_
-from ._common import (
-    CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, ContinuousDepthViT,
-    build_continuous_depth_model, checkpoint_filter_fn, cifar_cfg, reset_parameters_,
+from ..layers import (
+    SPECTRAL_INIT_TYPES,
+    ODEViTField,
+    SolverConfig,
+    pop_solver_kwargs,
+    spectral_init_,
 )
+from ._builder import build_continuous_depth_model
+from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
+from ._checkpoint import checkpoint_filter_fn
+from ._common import ContinuousDepthViT, reset_parameters_
 
 __all__ = ['ODEViT', 'checkpoint_filter_fn']
 HEAD_INITS = ('trunc_normal', 'spectral')
@@ -99,15 +105,34 @@ class ODEViT(ContinuousDepthViT):
         if head_init not in HEAD_INITS:
             raise ValueError(f'Unknown head_init {head_init!r}; choose one of {HEAD_INITS}')
         super().__init__(
-            embed_dim=embed_dim, num_heads=num_heads, mlp_ratio=mlp_ratio, reg_tokens=reg_tokens,
-            final_norm=final_norm, field_drop_rates=dict(
-                attn_drop_rate=attn_drop_rate, proj_drop_rate=proj_drop_rate, drop_path_rate=drop_path_rate),
-            **dd, **kwargs)
+            embed_dim=embed_dim,
+            num_heads=num_heads,
+            mlp_ratio=mlp_ratio,
+            reg_tokens=reg_tokens,
+            final_norm=final_norm,
+            field_drop_rates=dict(
+                attn_drop_rate=attn_drop_rate,
+                proj_drop_rate=proj_drop_rate,
+                drop_path_rate=drop_path_rate,
+            ),
+            **dd,
+            **kwargs,
+        )
         self.head_init = head_init
         field = ODEViTField(
-            embed_dim, num_heads, mlp_ratio=mlp_ratio, depth_scale=depth_scale, attn_type=attn_type, bias=bias,
-            norm=field_norm, attn_drop=attn_drop_rate, proj_drop=proj_drop_rate, drop_path=drop_path_rate,
-            time_conditioned=time_conditioned, **dd)
+            embed_dim,
+            num_heads,
+            mlp_ratio=mlp_ratio,
+            depth_scale=depth_scale,
+            attn_type=attn_type,
+            bias=bias,
+            norm=field_norm,
+            attn_drop=attn_drop_rate,
+            proj_drop=proj_drop_rate,
+            drop_path=drop_path_rate,
+            time_conditioned=time_conditioned,
+            **dd,
+        )
         self._set_depth(field, solver, train_depth, 'steps')
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
@@ -128,7 +153,9 @@ class ODEViT(ContinuousDepthViT):
         if self.head_init == 'trunc_normal' and isinstance(self.head, nn.Linear):
             trunc_normal_(self.head.weight, std=.02)
 
-    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None, is_causal: bool = False
+    ) -> torch.Tensor:
         """timm's; a non-finite state or logits raise FloatingPointError that also says what the field's
         weights look like, so that a training run whose updates blew the weights up is told so."""
         if torch.compiler.is_compiling():
@@ -167,55 +194,80 @@ def weight_diagnosis(model: 'ODEViT') -> str:
     value = norms.get('attn.v.weight', 0.) * norms.get('attn.proj.weight', 0.)
     mlp = norms.get('mlp.fc1.weight', 0.) * norms.get('mlp.fc2.weight', 0.)
     gain = field.depth_scale * (value + mlp)
-    text = (f'ODE-ViT field weights: largest spectral norm {norms[worst]:.3g} ({worst}; 1 at initialisation, '
-            f'single digits in the trained releases), state growth-rate bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) = '
-            f'{gain:.3g} (≈ 20 at initialisation, ≈ 100 in the trained releases).')
+    text = (
+        f'ODE-ViT field weights: largest spectral norm {norms[worst]:.3g} ({worst}; 1 at initialisation, '
+        f'single digits in the trained releases), state growth-rate bound s·(‖W_v‖‖W_o‖ + ‖W_1‖‖W_2‖) = '
+        f'{gain:.3g} (≈ 20 at initialisation, ≈ 100 in the trained releases).'
+    )
     if norms[worst] > EXPLODED_SPECTRAL_NORM:
-        text += (' The weights have blown up: the training updates were too large (optimiser, lr, no gradient '
-                 'clipping), not the solver; train with --clip-grad 1 (or AdamW).')
+        text += (
+            ' The weights have blown up: the training updates were too large (optimiser, lr, no gradient '
+            'clipping), not the solver; train with --clip-grad 1 (or AdamW).'
+        )
     return text
 
 
 def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
-    return cifar_cfg(url, paper_ids='arXiv:2511.16501', paper_name=(
-        'ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an ODE'), **kwargs)
+    return cifar_cfg(
+        url,
+        paper_ids='arXiv:2511.16501',
+        paper_name=(
+            'ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an ODE'
+        ),
+        **kwargs,
+    )
 
 
 # Released weights: release/<name>.<tag>/, packaged with their config.json (the settings they were trained with).
-default_cfgs = generate_default_cfgs({
-    'odevit_tiny_cifar.c10': _cfg(
-        hf_hub_id='timm-odevit/odevit_tiny_cifar.c10', packaged='odevit_tiny_cifar.c10', label_names=CIFAR10_LABELS),
-    'odevit_small_cifar': _cfg(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD),
-    'odevit_small_patch16_224': _cfg(
-        input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD),
-    'odevit_base_patch16_224': _cfg(
-        input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD),
-})
+default_cfgs = generate_default_cfgs(
+    {
+        'odevit_tiny_cifar.c10': _cfg(
+            hf_hub_id='timm-odevit/odevit_tiny_cifar.c10',
+            packaged='odevit_tiny_cifar.c10',
+            label_names=CIFAR10_LABELS,
+        ),
+        'odevit_small_cifar': _cfg(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD),
+        'odevit_small_patch16_224': _cfg(
+            input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
+        ),
+        'odevit_base_patch16_224': _cfg(
+            input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
+        ),
+    }
+)
 
 
 @register_model
 def odevit_tiny_cifar(pretrained: bool = False, **kwargs) -> ODEViT:
     """ODE-ViT free model for CIFAR-10 (≈0.5M params): D 256, 4 heads, MLP ×2, patch 4, 32 px."""
     model_args = dict(img_size=32, patch_size=4, embed_dim=256, num_heads=4, mlp_ratio=2.)
-    return build_continuous_depth_model(ODEViT, 'odevit_tiny_cifar', pretrained, **dict(model_args, **kwargs))
+    return build_continuous_depth_model(
+        ODEViT, 'odevit_tiny_cifar', pretrained, **dict(model_args, **kwargs)
+    )
 
 
 @register_model
 def odevit_small_cifar(pretrained: bool = False, **kwargs) -> ODEViT:
     """ODE-ViT free model for CIFAR-100 (≈4M params): D 576, 9 heads, MLP ×4, patch 4, 32 px."""
     model_args = dict(img_size=32, patch_size=4, embed_dim=576, num_heads=9, mlp_ratio=4.)
-    return build_continuous_depth_model(ODEViT, 'odevit_small_cifar', pretrained, **dict(model_args, **kwargs))
+    return build_continuous_depth_model(
+        ODEViT, 'odevit_small_cifar', pretrained, **dict(model_args, **kwargs)
+    )
 
 
 @register_model
 def odevit_small_patch16_224(pretrained: bool = False, **kwargs) -> ODEViT:
     """ODE-ViT teacher–student "Small": D 768, 12 heads, MLP ×1, patch 16, 224 px (≈3.8M trainable)."""
     model_args = dict(img_size=224, patch_size=16, embed_dim=768, num_heads=12, mlp_ratio=1.)
-    return build_continuous_depth_model(ODEViT, 'odevit_small_patch16_224', pretrained, **dict(model_args, **kwargs))
+    return build_continuous_depth_model(
+        ODEViT, 'odevit_small_patch16_224', pretrained, **dict(model_args, **kwargs)
+    )
 
 
 @register_model
 def odevit_base_patch16_224(pretrained: bool = False, **kwargs) -> ODEViT:
     """ODE-ViT teacher–student "Base": D 768, 12 heads, MLP ×4, patch 16, 224 px (≈7M trainable)."""
     model_args = dict(img_size=224, patch_size=16, embed_dim=768, num_heads=12, mlp_ratio=4.)
-    return build_continuous_depth_model(ODEViT, 'odevit_base_patch16_224', pretrained, **dict(model_args, **kwargs))
+    return build_continuous_depth_model(
+        ODEViT, 'odevit_base_patch16_224', pretrained, **dict(model_args, **kwargs)
+    )

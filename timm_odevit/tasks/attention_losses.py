@@ -27,12 +27,16 @@ def cls_attention_mass(probs: torch.Tensor, num_prefix_tokens: int) -> torch.Ten
 
 def resample_square(x: torch.Tensor, num: int, mode: str) -> torch.Tensor:
     """Values (B, C, M) on a square grid of M patches -> (B, C, num) on a square grid of ``num`` patches."""
-    side, new = round(x.shape[-1] ** 0.5), round(num ** 0.5)
+    side = round(x.shape[-1] ** 0.5)
+    new = round(num ** 0.5)
     if side ** 2 != x.shape[-1] or new ** 2 != num:
-        raise ValueError(f'resampling needs square patch grids, got {x.shape[-1]} and {num} patches: use tokens="cls"')
+        raise ValueError(
+            f'resampling needs square patch grids, got {x.shape[-1]} and {num} patches: use tokens="cls"'
+        )
     grid = x.reshape(*x.shape[:-1], side, side)
-    return F.interpolate(grid, size=(new, new), mode=mode, **({} if mode == 'area' else {'align_corners': False}))\
-        .flatten(-2)
+    return F.interpolate(
+        grid, size=(new, new), mode=mode, **({} if mode == 'area' else {'align_corners': False})
+    ).flatten(-2)
 
 
 def attention_mass_l1(student_mass: torch.Tensor, teacher_mass: torch.Tensor) -> torch.Tensor:

@@ -32,11 +32,18 @@ class DeepSupervisionTask(ClassificationTask):
     def __init__(self, model: nn.Module, *args, **kwargs):
         inner = unwrap_model(model)
         if not hasattr(inner, 'stage_outputs') or not hasattr(inner, 'stage_weights'):
-            raise TypeError(f'{type(inner).__name__} has no stages (stage_outputs, stage_weights): use e.g. bvit_*')
-        stages, points = tuple(getattr(inner, 'stages', ())), getattr(inner, 'num_time_points', None)
+            raise TypeError(
+                f'{type(inner).__name__} has no stages (stage_outputs, stage_weights): use e.g. bvit_*'
+            )
+        stages = tuple(getattr(inner, 'stages', ()))
+        points = getattr(
+            inner, 'num_time_points', None
+        )
         if stages and points is not None and stages[-1] > points:
-            raise ValueError(f'{type(inner).__name__} supervises stages {stages} beyond its {points} time points: '
-                             f'build it with iterations >= {stages[-1]}, or with stages within 1..{points}')
+            raise ValueError(
+                f'{type(inner).__name__} supervises stages {stages} beyond its {points} time points: '
+                f'build it with iterations >= {stages[-1]}, or with stages within 1..{points}'
+            )
         inner.stage_outputs = True
         super().__init__(model, *args, **kwargs)
 
@@ -44,6 +51,7 @@ class DeepSupervisionTask(ClassificationTask):
         output = self.trainable_module(input)
         if torch.is_tensor(output):  # eval mode: the final logits only
             return {'loss': self.criterion(output, target), 'output': output}
-        stage_logits, weights = output, unwrap_model(self.trainable_module).stage_weights
+        stage_logits = output
+        weights = unwrap_model(self.trainable_module).stage_weights
         loss = deep_supervision_loss(stage_logits, target, self.criterion, weights)
         return {'loss': loss, 'output': stage_logits[-1]}

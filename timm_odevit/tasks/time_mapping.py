@@ -35,7 +35,9 @@ def teacher_step_distances(hidden: Sequence[torch.Tensor]) -> List[float]:
     (the embedding before block 1 is not exposed by forward_intermediates)."""
     if len(hidden) < 2:
         return [1.0] * len(hidden)
-    d = [(b.float() - a.float()).norm(dim=-1).mean().item() for a, b in zip(hidden[:-1], hidden[1:])]
+    d = [
+        (b.float() - a.float()).norm(dim=-1).mean().item() for a, b in zip(hidden[:-1], hidden[1:])
+    ]
     return [sum(d) / len(d)] + d
 
 
@@ -50,17 +52,25 @@ def _fix_monotone(idx: Sequence[int], num_student: int) -> List[int]:
     return out
 
 
-def _teacher_times(L: int, mapping: str, distances: Optional[Sequence[float]], temperature: float) -> torch.Tensor:
+def _teacher_times(
+    L: int, mapping: str, distances: Optional[Sequence[float]], temperature: float
+) -> torch.Tensor:
     """τ_1..τ_L in (0, 1]: where each teacher block lies on the student's horizon (softmax: unrounded)."""
     if mapping == 'uniform':
         return torch.arange(1, L + 1, dtype=torch.float64) / L
     if distances is None or len(distances) != L:
-        raise ValueError(f'mapping {mapping!r} needs {L} measured teacher step distances, got {distances!r}')
+        raise ValueError(
+            f'mapping {mapping!r} needs {L} measured teacher step distances, got {distances!r}'
+        )
     d = torch.tensor([float(x) for x in distances], dtype=torch.float64)
     if not (d.isfinite().all() and (d >= 0).all()) or (mapping == 'arclength' and d.sum() <= 0):
-        raise ValueError(f'mapping {mapping!r} needs finite, non-negative teacher step distances (not all 0 for '
-                         f"'arclength'), got {[round(x, 4) for x in d.tolist()]}: use mapping='uniform'")
-    return (d / d.sum() if mapping == 'arclength' else torch.softmax(d / temperature, dim=0)).cumsum(0)
+        raise ValueError(
+            f'mapping {mapping!r} needs finite, non-negative teacher step distances (not all 0 for '
+            f"'arclength'), got {[round(x, 4) for x in d.tolist()]}: use mapping='uniform'"
+        )
+    return (
+        d / d.sum() if mapping == 'arclength' else torch.softmax(d / temperature, dim=0)
+    ).cumsum(0)
 
 
 def align_time_points(num_teacher: int, num_student: int, mapping: str = 'uniform',
@@ -75,8 +85,11 @@ def align_time_points(num_teacher: int, num_student: int, mapping: str = 'unifor
             num_teacher, num_student, mapping, distances, temperature)
     tau = _teacher_times(num_teacher, mapping, distances, check_mapping(mapping, temperature))
     t = torch.arange(1, num_student + 1, dtype=torch.float64) / num_student
-    gap = (tau[None, :] - t[:, None]).abs().round(decimals=12).flip(1)  # flipped: argmin's first = deepest tie
-    return _fix_monotone((num_teacher - 1 - gap.argmin(1)).tolist(), num_teacher), list(range(num_student))
+    # flipped: argmin's first = deepest tie
+    gap = (tau[None, :] - t[:, None]).abs().round(decimals=12).flip(1)
+    return _fix_monotone((num_teacher - 1 - gap.argmin(1)).tolist(), num_teacher), list(
+        range(num_student)
+    )
 
 
 def map_teacher_to_student(
@@ -92,9 +105,12 @@ def map_teacher_to_student(
     if num_teacher < 1:
         raise ValueError('the teacher has no blocks to align')
     if num_teacher > num_student:
-        raise ValueError(f'cannot map {num_teacher} teacher blocks onto {num_student} student time points one to '
-                         'one: align_time_points gives every time point a block instead')
-    tau, N = _teacher_times(num_teacher, mapping, distances, temperature), num_student
+        raise ValueError(
+            f'cannot map {num_teacher} teacher blocks onto {num_student} student time points one to '
+            'one: align_time_points gives every time point a block instead'
+        )
+    tau = _teacher_times(num_teacher, mapping, distances, temperature)
+    N = num_student
     if mapping == 'softmax':  # c = cumsum(round(softmax(d / T) · N)), 1-based grid points
         tau = torch.cumsum(torch.round(torch.diff(tau, prepend=tau.new_zeros(1)) * N), 0) / N
     return _fix_monotone([math.ceil(f * N - 1e-9) - 1 for f in tau.tolist()], N)

@@ -31,58 +31,37 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from timm.layers import global_pool_nlc
-from timm.models import create_model
 from timm.task import TrainingTask
 from timm.task.classification import resolve_classification_loss
 from timm.task.distillation import DistillationTeacher
 from timm.utils import AttentionExtract, unwrap_model
 
 from ..layers import depth_stack, explicit_attention
-from ..models._common import embed_tokens, image_channels
+from ..models._cfgs import image_channels
+from ..models._common import embed_tokens
 from .._checks import check_int, check_number
 from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss, resample_square
+from .teacher import (
+    TEACHER_KINDS,
+    _check_teacher_kind,
+    _has_class_token,
+    _teacher_pool,
+    load_teacher,
+)
 from .time_mapping import align_time_points, check_mapping, teacher_step_distances
 
 _logger = logging.getLogger(__name__)
 TOKEN_MODES = ('cls', 'all')
-TEACHER_KINDS = 'timm ViT-family teachers (vit_*, deit_*, eva*, beit*, ...)'
 
 
-def _has_class_token(model: nn.Module) -> bool:
-    return bool(getattr(model, 'has_class_token', getattr(model, 'cls_token', None) is not None))
-
-
-def _teacher_pool(teacher: nn.Module) -> str:
-    """How the teacher's head pools its tokens: 'token' ([CLS]) or 'avg' | 'max' | 'avgmax' over patches."""
-    pool = getattr(teacher, 'global_pool', None)
-    if pool in ('avg', 'max', 'avgmax') and getattr(teacher, 'attn_pool', None) is None:
-        return pool
-    if pool not in (None, '', 'token', 'avg', 'max', 'avgmax') or getattr(teacher, 'attn_pool', None) is not None:
-        _logger.warning(f'teacher pools with {pool!r} (attention pooling), which cannot be applied to its block '
-                        'outputs: aligning the [CLS] token if it has one, else the mean of its patch tokens')
-    return 'token' if _has_class_token(teacher) else 'avg'
-
-
-def _pool(prefix: Optional[torch.Tensor], patches: torch.Tensor, pool: str, include_prefix: bool = False):
+def _pool(
+    prefix: Optional[torch.Tensor], patches: torch.Tensor, pool: str, include_prefix: bool = False
+):
     """The pooled (B, D) representation of (prefix, patch) tokens; 'token' reads the first prefix token."""
     if pool == 'token':
         return prefix[:, 0]
     x = torch.cat([prefix, patches], 1) if include_prefix and prefix is not None else patches
     return global_pool_nlc(x, pool_type=pool, num_prefix_tokens=0)
-
-
-def _check_teacher_kind(teacher: nn.Module) -> int:
-    """The number of teacher blocks; TypeError for teachers without (B, N, D) token intermediates."""
-    missing = [a for a in ('forward_intermediates', 'num_prefix_tokens', 'embed_dim')
-               if getattr(teacher, a, None) is None]
-    num_blocks = len(getattr(teacher, 'feature_info', None) or getattr(teacher, 'blocks', None) or [])
-    if missing or not isinstance(teacher.embed_dim, int) or not num_blocks:
-        what = f'no {", ".join(missing)}' if missing else (
-            f'embed_dim {teacher.embed_dim!r} is not one width' if not isinstance(teacher.embed_dim, int)
-            else 'no blocks / feature_info')
-        raise TypeError(f'teacher {type(teacher).__name__} cannot provide token intermediates ({what}): trajectory '
-                        f'distillation aligns (B, N, D) block outputs and works with {TEACHER_KINDS}')
-    return num_blocks
 
 
 def _channels(name: str, value, student: nn.Module) -> Tuple[float, ...]:
@@ -95,8 +74,14 @@ def _channels(name: str, value, student: nn.Module) -> Tuple[float, ...]:
     value = (value,) if isinstance(value, (int, float)) else tuple(value)
     if len(value) == 1:
         value = value * in_chans
-    if len(value) != in_chans or not all(math.isfinite(v) for v in value) or (name == 'std' and min(value) <= 0):
-        raise ValueError(f'{name} must be {in_chans} finite numbers{" > 0" if name == "std" else ""}, got {value!r}')
+    if (
+        len(value) != in_chans
+        or not all(math.isfinite(v) for v in value)
+        or (name == 'std' and min(value) <= 0)
+    ):
+        raise ValueError(
+            f'{name} must be {in_chans} finite numbers{" > 0" if name == "std" else ""}, got {value!r}'
+        )
     return value
 
 
@@ -110,44 +95,9 @@ def _num_time_points(student: nn.Module) -> int:
     try:
         return depth_stack(student).num_time_points
     except TypeError:
-        raise TypeError(f'student {type(student).__name__} has no ODE time points to align') from None
-
-
-def load_teacher(
-        teacher: Union[str, nn.Module],
-        checkpoint: Optional[str] = None,
-        num_classes: Optional[int] = None,
-        device=None,
-        model_kwargs: Optional[Dict[str, Any]] = None,
-) -> nn.Module:
-    """A frozen timm ViT teacher: a model name (its pretrained weights), 'hf-hub:…' / 'local-dir:…',
-    a name plus a local ``checkpoint`` file (see :func:`teacher_from_checkpoint`), or a module.
-    ``model_kwargs``: the teacher's create_model kwargs (over a train.py checkpoint's own)."""
-    if isinstance(teacher, nn.Module):
-        model = teacher
-    elif checkpoint is not None:
-        model = teacher_from_checkpoint(teacher, checkpoint, model_kwargs)
-    else:
-        from ..hub import check_model_source
-        check_model_source(teacher)  # a local-dir: config.json named before timm reads it
-        kwargs: Dict[str, Any] = {'pretrained': True, **(model_kwargs or {})}
-        if num_classes is not None:
-            kwargs.setdefault('num_classes', num_classes)
-        model = create_model(teacher, **kwargs)
-    _check_teacher_kind(unwrap_model(model))
-    model.requires_grad_(False)
-    return model.eval().to(device) if device is not None else model.eval()
-
-
-def teacher_from_checkpoint(name: str, checkpoint: str, model_kwargs: Optional[Dict[str, Any]] = None) -> nn.Module:
-    """Build teacher ``name`` and load ``checkpoint`` strictly (timm's file overlay loads non-strictly and
-    would leave a wrong-architecture teacher half-initialised).
-
-    A train.py checkpoint is rebuilt with its own ``--model-kwargs`` (``model_kwargs`` override them) and gives
-    the weights its run selected on (EMA with --model-ema, else raw); a bare state dict is built with
-    ``model_kwargs``. The class count is the checkpoint's head. Read with ``weights_only=True``."""
-    from ..hub import model_from_checkpoint
-    return model_from_checkpoint(checkpoint, model_name=name, model_kwargs=model_kwargs, what='teacher checkpoint')[0]
+        raise TypeError(
+            f'student {type(student).__name__} has no ODE time points to align'
+        ) from None
 
 
 class TrajectoryStudent(nn.Module):
@@ -160,13 +110,20 @@ class TrajectoryStudent(nn.Module):
     teacher's blocks are aligned to that grid (:func:`align_time_points`, with the calibrated ``distances``).
     """
 
-    def __init__(self, student: nn.Module, alignment: Tuple[List[int], List[int]], projection: Optional[nn.Module],
-                 mapping: Tuple[int, str, float]):
+    def __init__(
+        self,
+        student: nn.Module,
+        alignment: Tuple[List[int], List[int]],
+        projection: Optional[nn.Module],
+        mapping: Tuple[int, str, float],
+    ):
         super().__init__()
         self.student = student
         self.projection = projection if projection is not None else nn.Identity()
         self.teacher_blocks, self.indices = (list(a) for a in alignment)
-        self.mapping, self.distances = mapping, None  # (L, mapping, T); measured teacher step distances
+        # (L, mapping, T); measured teacher step distances
+        self.mapping = mapping
+        self.distances = None
         self.epochs_started = 0
 
     def train(self, mode: bool = True):
@@ -179,21 +136,32 @@ class TrajectoryStudent(nn.Module):
         return {'student.' + n for n in getattr(student, 'no_weight_decay', lambda: set())()}
 
     def forward(self, x: torch.Tensor):
-        student, stack = self.student, depth_stack(self.student)
-        blocks, indices, num_points = self.teacher_blocks, self.indices, stack.num_time_points
-        if self.training and stack.train_depth is not None:  # anytime training: align to the grid drawn now
+        student = self.student
+        stack = depth_stack(self.student)
+        blocks = self.teacher_blocks
+        indices = self.indices
+        num_points = stack.num_time_points
+        # anytime training: align to the grid drawn now
+        if self.training and stack.train_depth is not None:
             drawn = stack.drawn_states(embed_tokens(student, x))
             L, mapping, temperature = self.mapping
             blocks, indices = align_time_points(L, len(drawn), mapping, self.distances, temperature)
-            final, num_points, P = student.norm(drawn[-1]), len(drawn), student.num_prefix_tokens
+            final = student.norm(drawn[-1])
+            num_points = len(drawn)
+            P = student.num_prefix_tokens
             taps = [(drawn[i][:, P:], drawn[i][:, :P]) for i in indices]
         else:
-            final, taps = student.forward_intermediates(x, indices=indices, output_fmt='NLC', return_prefix_tokens=True)
+            final, taps = student.forward_intermediates(
+                x, indices=indices, output_fmt='NLC', return_prefix_tokens=True
+            )
         logits = student.forward_head(final)
-        out, states = [], []
+        out = []
+        states = []
         for item in taps:
             patches, prefix = _split(item)
-            out.append((self.projection(prefix) if prefix is not None else None, self.projection(patches)))
+            out.append(
+                (self.projection(prefix) if prefix is not None else None, self.projection(patches))
+            )
             states.append(torch.cat([prefix, patches], 1) if prefix is not None else patches)
         return logits, out, states, blocks, indices, num_points
 
@@ -257,55 +225,101 @@ class TrajectoryDistillationTask(TrainingTask):
         mapping_temperature = check_mapping(mapping, mapping_temperature)
         if tokens not in TOKEN_MODES:
             raise ValueError(f'Unknown tokens {tokens!r}; choose one of {TOKEN_MODES}')
-        self.task_loss_weight = 1. if task_loss_weight is None else check_number('task_loss_weight', task_loss_weight)
+        self.task_loss_weight = (
+            1.0 if task_loss_weight is None else check_number('task_loss_weight', task_loss_weight)
+        )
         if distill_loss_weight is None and self.task_loss_weight > 1:
-            raise ValueError(f'task_loss_weight={task_loss_weight!r} > 1 makes the default distill_loss_weight '
-                             '(1 - task_loss_weight) negative: give distill_loss_weight explicitly')
-        self.distill_loss_weight = check_number('distill_loss_weight', 1. - (task_loss_weight or 0.)
-                                                if distill_loss_weight is None else distill_loss_weight)
+            raise ValueError(
+                f'task_loss_weight={task_loss_weight!r} > 1 makes the default distill_loss_weight '
+                '(1 - task_loss_weight) negative: give distill_loss_weight explicitly'
+            )
+        self.distill_loss_weight = check_number(
+            'distill_loss_weight',
+            1.0 - (task_loss_weight or 0.0) if distill_loss_weight is None else distill_loss_weight,
+        )
         self.attn_mass_weight = check_number('attn_mass_weight', attn_mass_weight)
         self.jasmin_weight = check_number('jasmin_weight', jasmin_weight)
-        check_int('jasmin_k', jasmin_k, 2)  # the rank compared with the top probability (reference: 2, 10 free)
+        # the rank compared with the top probability (reference: 2, 10 free)
+        check_int('jasmin_k', jasmin_k, 2)
         ce_start_epoch = check_int('ce_start_epoch', ce_start_epoch, 0)
         student = unwrap_model(student_model)
         num_points = _num_time_points(student)
         num_tokens = getattr(getattr(student, 'patch_embed', None), 'num_patches', None)
-        if jasmin_weight and num_tokens is not None and jasmin_k > num_tokens + student.num_prefix_tokens:
-            raise ValueError(f'jasmin_k={jasmin_k} exceeds the student\'s {num_tokens + student.num_prefix_tokens} '
-                             'tokens (attention row length)')
-        teacher = load_teacher(teacher_model, teacher_checkpoint, num_classes=student.num_classes, device=self.device,
-                               model_kwargs=teacher_model_kwargs)
+        if (
+            jasmin_weight
+            and num_tokens is not None
+            and jasmin_k > num_tokens + student.num_prefix_tokens
+        ):
+            raise ValueError(
+                f'jasmin_k={jasmin_k} exceeds the student\'s {num_tokens + student.num_prefix_tokens} '
+                'tokens (attention row length)'
+            )
+        teacher = load_teacher(
+            teacher_model,
+            teacher_checkpoint,
+            num_classes=student.num_classes,
+            device=self.device,
+            model_kwargs=teacher_model_kwargs,
+        )
         self.teacher = DistillationTeacher(teacher, device=self.device, dtype=self.dtype)
-        size = getattr(getattr(teacher, 'patch_embed', None), 'img_size', None)  # the size the teacher was built for
-        size = size or (teacher.pretrained_cfg['input_size'][-2:] if hasattr(teacher, 'pretrained_cfg') else None)
+        # the size the teacher was built for
+        size = getattr(getattr(teacher, 'patch_embed', None), 'img_size', None)
+        size = size or (
+            teacher.pretrained_cfg['input_size'][-2:]
+            if hasattr(teacher, 'pretrained_cfg')
+            else None
+        )
         self.teacher_input_size = None if size is None else tuple(size)
         self.num_teacher_blocks = _check_teacher_kind(teacher)
         self.teacher_has_cls = _has_class_token(teacher)
         self.teacher_pool = _teacher_pool(teacher)
-        self.pool_include_prefix = self.teacher_pool != 'token' and bool(getattr(teacher, 'pool_include_prefix', False))
+        self.pool_include_prefix = self.teacher_pool != 'token' and bool(
+            getattr(teacher, 'pool_include_prefix', False)
+        )
         if self.teacher_pool == 'token' and not _has_class_token(student):
-            raise ValueError(f'the teacher {type(teacher).__name__} classifies from its [CLS] token but the student '
-                             'has none to align with it: build the student with class_token=True')
-        self.mapping, self.mapping_temperature, self.tokens = mapping, mapping_temperature, tokens
-        self.criterion = resolve_classification_loss(criterion, self.device, criterion_kwargs=criterion_kwargs)
-        self.ce_start_epoch, self.jasmin_k = ce_start_epoch, jasmin_k
+            raise ValueError(
+                f'the teacher {type(teacher).__name__} classifies from its [CLS] token but the student '
+                'has none to align with it: build the student with class_token=True'
+            )
+        self.mapping = mapping
+        self.mapping_temperature = mapping_temperature
+        self.tokens = tokens
+        self.criterion = resolve_classification_loss(
+            criterion, self.device, criterion_kwargs=criterion_kwargs
+        )
+        self.ce_start_epoch = ce_start_epoch
+        self.jasmin_k = jasmin_k
         self._teacher_attn = None
         if attn_mass_weight:
             if not (self.teacher_has_cls and getattr(student, 'has_class_token', False)):
-                raise ValueError('the attention-mass loss needs a [CLS] token in teacher and student')
+                raise ValueError(
+                    'the attention-mass loss needs a [CLS] token in teacher and student'
+                )
             self._teacher_attn = self._attention_extract(teacher)
 
         alignment = align_time_points(self.num_teacher_blocks, num_points)
         for name, value in (('mean', mean), ('std', std)):  # of the images the task gets
-            self.register_buffer(f'student_{name}', torch.tensor(_channels(name, value, student), device=self.device)
-                                 .view(1, -1, 1, 1), persistent=False)
+            self.register_buffer(
+                f'student_{name}',
+                torch.tensor(_channels(name, value, student), device=self.device).view(1, -1, 1, 1),
+                persistent=False,
+            )
         self._probe_teacher(teacher)
-        t_dim, s_dim = teacher.embed_dim, student.embed_dim
-        projection = nn.Linear(s_dim, t_dim, device=self.device, dtype=self.dtype) if t_dim != s_dim else None
+        t_dim = teacher.embed_dim
+        s_dim = student.embed_dim
+        projection = (
+            nn.Linear(s_dim, t_dim, device=self.device, dtype=self.dtype)
+            if t_dim != s_dim
+            else None
+        )
         if init_student_from_teacher:
             self._init_student(student, teacher)
         self.trainable_module = TrajectoryStudent(
-            student_model, alignment, projection, (self.num_teacher_blocks, mapping, self.mapping_temperature))
+            student_model,
+            alignment,
+            projection,
+            (self.num_teacher_blocks, mapping, self.mapping_temperature),
+        )
         self.calibrated = mapping == 'uniform'
         if calibration_batch is not None and not self.calibrated:
             self.calibrate(calibration_batch)
@@ -313,10 +327,12 @@ class TrajectoryDistillationTask(TrainingTask):
         if verbose:
             aligned = '[CLS] token' if self.teacher_pool == 'token' else \
                 f'{self.teacher_pool}-pooled {"" if self.pool_include_prefix else "patch "}tokens'
-            _logger.info(f'TrajectoryDistillationTask: {self.num_teacher_blocks} teacher blocks -> {num_points} '
-                         f'student time points ({mapping}), tokens={tokens}, projection={projection is not None}; '
-                         f'aligning the teacher\'s {aligned} (global_pool={getattr(teacher, "global_pool", None)!r}) '
-                         f'with the student\'s {aligned}')
+            _logger.info(
+                f'TrajectoryDistillationTask: {self.num_teacher_blocks} teacher blocks -> {num_points} '
+                f'student time points ({mapping}), tokens={tokens}, projection={projection is not None}; '
+                f'aligning the teacher\'s {aligned} (global_pool={getattr(teacher, "global_pool", None)!r}) '
+                f'with the student\'s {aligned}'
+            )
 
     # ---- set-up -------------------------------------------------------------------------------
     @staticmethod
@@ -326,20 +342,30 @@ class TrajectoryDistillationTask(TrainingTask):
         its classifier when the shapes match."""
         copied = []
         for name in ('patch_embed', 'cls_token', 'pos_embed'):
-            s_obj, t_obj = getattr(student, name, None), getattr(teacher, name, None)
+            s_obj = getattr(student, name, None)
+            t_obj = getattr(teacher, name, None)
             if s_obj is None or t_obj is None:
                 continue
-            s_state, t_state = ({'': o} if isinstance(o, torch.Tensor) else o.state_dict() for o in (s_obj, t_obj))
+            s_state, t_state = (
+                {'': o} if isinstance(o, torch.Tensor) else o.state_dict() for o in (s_obj, t_obj)
+            )
             shapes = [{k: tuple(v.shape) for k, v in state.items()} for state in (s_state, t_state)]
             if shapes[0] != shapes[1]:
-                raise ValueError(f'cannot initialise the student {name} from the teacher, whose shapes differ '
-                                 f'({shapes[0]} vs {shapes[1]}): build the student like the teacher, or do not init it')
+                raise ValueError(
+                    f'cannot initialise the student {name} from the teacher, whose shapes differ '
+                    f'({shapes[0]} vs {shapes[1]}): build the student like the teacher, or do not init it'
+                )
             for k in s_state:
                 s_state[k].copy_(t_state[k])
             s_obj.requires_grad_(False)
             copied.append(name)
-        s_head, t_head = student.get_classifier(), teacher.get_classifier()
-        if isinstance(s_head, nn.Linear) and isinstance(t_head, nn.Linear) and s_head.weight.shape == t_head.weight.shape:
+        s_head = student.get_classifier()
+        t_head = teacher.get_classifier()
+        if (
+            isinstance(s_head, nn.Linear)
+            and isinstance(t_head, nn.Linear)
+            and s_head.weight.shape == t_head.weight.shape
+        ):
             s_head.load_state_dict(t_head.state_dict())
             copied.append('head')
         _logger.info(f'student initialised from the teacher: {copied} (embeddings frozen)')
@@ -348,11 +374,17 @@ class TrajectoryDistillationTask(TrainingTask):
     def _attention_extract(teacher: nn.Module):
         """(last block's attention module, timm AttentionExtract hooks on its softmax output, hook name)."""
         blocks = getattr(teacher, 'blocks', None)
-        name = f'blocks.{len(blocks) - 1}.attn' if isinstance(blocks, (nn.Sequential, nn.ModuleList)) else None
+        name = (
+            f'blocks.{len(blocks) - 1}.attn'
+            if isinstance(blocks, (nn.Sequential, nn.ModuleList))
+            else None
+        )
         modules = dict(teacher.named_modules())
         if name is None or f'{name}.attn_drop' not in modules:
-            raise TypeError(f"cannot extract the attention of teacher {type(teacher).__name__}: timm's AttentionExtract "
-                            f'hooks blocks[-1].attn.attn_drop; use attn_mass_weight=0 or one of the {TEACHER_KINDS}')
+            raise TypeError(
+                f"cannot extract the attention of teacher {type(teacher).__name__}: timm's AttentionExtract "
+                f'hooks blocks[-1].attn.attn_drop; use attn_mass_weight=0 or one of the {TEACHER_KINDS}'
+            )
         extract = AttentionExtract(teacher, names=[f'{name}.attn_drop'], method='hook')
         return modules[name], extract.hooks, f'{name}.attn_drop'
 
@@ -368,28 +400,53 @@ class TrajectoryDistillationTask(TrainingTask):
         param = next(teacher.parameters(), None)
         if self.teacher_input_size is None or param is None or param.is_meta:
             return
-        x = torch.zeros(1, self.student_mean.shape[1], *self.teacher_input_size, device=param.device)
-        name, P, D, L = type(teacher).__name__, teacher.num_prefix_tokens, teacher.embed_dim, self.num_teacher_blocks
+        x = torch.zeros(
+            1, self.student_mean.shape[1], *self.teacher_input_size, device=param.device
+        )
+        name = type(teacher).__name__
+        P = teacher.num_prefix_tokens
+        D = teacher.embed_dim
+        L = self.num_teacher_blocks
         try:
             states = self._teacher_states(x)
-        except (TypeError, ValueError, RuntimeError, AssertionError, AttributeError, NotImplementedError) as e:
-            raise TypeError(f'teacher {name} cannot provide token intermediates: its forward_intermediates failed '
-                            f'({type(e).__name__}: {e}); trajectory distillation works with {TEACHER_KINDS}') from e
+        except (
+            TypeError,
+            ValueError,
+            RuntimeError,
+            AssertionError,
+            AttributeError,
+            NotImplementedError,
+        ) as e:
+            raise TypeError(
+                f'teacher {name} cannot provide token intermediates: its forward_intermediates failed '
+                f'({type(e).__name__}: {e}); trajectory distillation works with {TEACHER_KINDS}'
+            ) from e
         shapes = [(None if p is None else tuple(p.shape), tuple(s.shape)) for p, s in states]
         if len(states) != L or any(len(s) != 3 or s[-1] != D or (p is None) != (P == 0)
                                    or (p is not None and p[1:] != (P, D)) for p, s in shapes):
-            raise TypeError(f'teacher {name} forward_intermediates does not yield {L} (B, N, {D}) token tensors with '
-                            f'{P} prefix tokens (got {shapes}); use one of the {TEACHER_KINDS}')
+            raise TypeError(
+                f'teacher {name} forward_intermediates does not yield {L} (B, N, {D}) token tensors with '
+                f'{P} prefix tokens (got {shapes}); use one of the {TEACHER_KINDS}'
+            )
         if self._teacher_attn is not None:
             attn, _, hook = self._teacher_attn
             probs = self._teacher_attention(states[-1][1].device)
-            N, H = P + shapes[-1][1][1], getattr(attn, 'num_heads', None)
-            if probs is None or probs.dim() != 4 or probs.shape[2:] != (N, N) or H not in (None, probs.shape[1]) \
-                    or (probs < 0).any() or (probs.sum(-1) - 1).abs().max() > 1e-3:
+            N = P + shapes[-1][1][1]
+            H = getattr(attn, 'num_heads', None)
+            if (
+                probs is None
+                or probs.dim() != 4
+                or probs.shape[2:] != (N, N)
+                or H not in (None, probs.shape[1])
+                or (probs < 0).any()
+                or (probs.sum(-1) - 1).abs().max() > 1e-3
+            ):
                 got = 'never fired (the attention always runs fused)' if probs is None else \
                     f'gave {tuple(probs.shape)}, not softmax probabilities (1, {H}, {N}, {N})'
-                raise TypeError(f'cannot extract the attention of teacher {name} faithfully: timm\'s AttentionExtract '
-                                f'hook on {hook} {got}; use attn_mass_weight=0 or one of the {TEACHER_KINDS}')
+                raise TypeError(
+                    f'cannot extract the attention of teacher {name} faithfully: timm\'s AttentionExtract '
+                    f'hook on {hook} {got}; use attn_mass_weight=0 or one of the {TEACHER_KINDS}'
+                )
 
     def _teacher_input(self, x: torch.Tensor) -> torch.Tensor:
         x = self.teacher.normalize_input(x, self.student_mean, self.student_std)
@@ -401,7 +458,9 @@ class TrajectoryDistillationTask(TrainingTask):
     def _teacher_states(self, x: torch.Tensor) -> List[Tuple[Optional[torch.Tensor], torch.Tensor]]:
         """(prefix, patch) tokens of every teacher block; with the attention-mass loss the last block runs
         its non-fused attention path so that AttentionExtract's hook sees the softmax."""
-        with explicit_attention(self._teacher_attn[0] if self._teacher_attn is not None else nn.Identity()):
+        with explicit_attention(
+            self._teacher_attn[0] if self._teacher_attn is not None else nn.Identity()
+        ):
             items = self.teacher.model.forward_intermediates(
                 self._teacher_input(x), indices=self.num_teacher_blocks, output_fmt='NLC',
                 return_prefix_tokens=True, intermediates_only=True)
@@ -416,17 +475,26 @@ class TrajectoryDistillationTask(TrainingTask):
         """Measure the teacher's step distances on ``x`` and align its blocks with the student's time points."""
         trainable = unwrap_model(self.trainable_module)
         if self.mapping != 'uniform':
-            distances = torch.tensor(teacher_step_distances([self._targets(s) for s in self._teacher_states(x)]),
-                                     device=x.device, dtype=torch.float64)
+            distances = torch.tensor(
+                teacher_step_distances([self._targets(s) for s in self._teacher_states(x)]),
+                device=x.device,
+                dtype=torch.float64,
+            )
             if dist.is_available() and dist.is_initialized():
                 dist.broadcast(distances, src=0)  # every rank aligns to the same time points
             trainable.distances = distances.tolist()
             trainable.teacher_blocks, trainable.indices = align_time_points(
-                self.num_teacher_blocks, _num_time_points(trainable.student), self.mapping, trainable.distances,
-                self.mapping_temperature)
+                self.num_teacher_blocks,
+                _num_time_points(trainable.student),
+                self.mapping,
+                trainable.distances,
+                self.mapping_temperature,
+            )
             if self.verbose:
-                _logger.info(f'calibrated {self.mapping} mapping: distances {[round(d, 3) for d in trainable.distances]}'
-                             f' -> teacher blocks {trainable.teacher_blocks} at student time points {trainable.indices}')
+                _logger.info(
+                    f'calibrated {self.mapping} mapping: distances {[round(d, 3) for d in trainable.distances]}'
+                    f' -> teacher blocks {trainable.teacher_blocks} at student time points {trainable.indices}'
+                )
         self.calibrated = True
         return trainable.indices
 
@@ -440,26 +508,36 @@ class TrajectoryDistillationTask(TrainingTask):
         self.teacher.eval()
         return self
 
-    def prepare_distributed(self, device_ids: Optional[list] = None, **ddp_kwargs) -> 'TrajectoryDistillationTask':
+    def prepare_distributed(
+        self, device_ids: Optional[list] = None, **ddp_kwargs
+    ) -> 'TrajectoryDistillationTask':
         from torch.nn.parallel import DistributedDataParallel as DDP
         self.teacher.requires_grad_(False)
         self.trainable_module = DDP(self.trainable_module, device_ids=device_ids, **ddp_kwargs)
         return self
 
-    def compile(self, backend: str = 'inductor', mode: Optional[str] = None, **compile_kwargs) -> nn.Module:
+    def compile(
+        self, backend: str = 'inductor', mode: Optional[str] = None, **compile_kwargs
+    ) -> nn.Module:
         """``torch.compile`` the student's training forward (with the projection) and its eval forward, before
         DDP wrapping (train.py's --torchcompile); the teacher's intermediates and attention hook run eagerly."""
         student = unwrap_model(self.trainable_module).student
         self.eval_model = torch.compile(student, backend=backend, mode=mode, **compile_kwargs)
-        self.trainable_module = torch.compile(self.trainable_module, backend=backend, mode=mode, **compile_kwargs)
+        self.trainable_module = torch.compile(
+            self.trainable_module, backend=backend, mode=mode, **compile_kwargs
+        )
         return self.eval_model
 
-    def get_eval_model(self, module: Optional[nn.Module] = None, ema: bool = False) -> Optional[nn.Module]:
+    def get_eval_model(
+        self, module: Optional[nn.Module] = None, ema: bool = False
+    ) -> Optional[nn.Module]:
         resolved = super().get_eval_model(module=module, ema=ema)
         inner = unwrap_model(resolved) if resolved is not None else None
         return inner.student if isinstance(inner, TrajectoryStudent) else resolved
 
-    def get_task_state(self, module: Optional[nn.Module] = None, ema: bool = False) -> Dict[str, Any]:
+    def get_task_state(
+        self, module: Optional[nn.Module] = None, ema: bool = False
+    ) -> Dict[str, Any]:
         module = module if module is not None else self.get_trainable_module(ema=ema)
         if module is None:
             return {}
@@ -468,7 +546,9 @@ class TrajectoryDistillationTask(TrainingTask):
                 'teacher_blocks': list(trainable.teacher_blocks), 'distances': trainable.distances,
                 'epochs_started': trainable.epochs_started}
 
-    def load_task_state(self, state, strict: bool = True, module: Optional[nn.Module] = None, ema: bool = False):
+    def load_task_state(
+        self, state, strict: bool = True, module: Optional[nn.Module] = None, ema: bool = False
+    ):
         if not state:
             return
         module = module if module is not None else self.get_trainable_module(ema=ema)
@@ -486,16 +566,23 @@ class TrajectoryDistillationTask(TrainingTask):
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> Dict[str, torch.Tensor]:
         if not self.calibrated:
             self.calibrate(input)
-        logits, student_states, raw_states, blocks, indices, num_points = self.trainable_module(input)
+        outputs = self.trainable_module(input)
+        logits, student_states, raw_states, blocks, indices, num_points = outputs
         teacher_states = self._teacher_states(input)
         kd_losses = []
-        for (s_prefix, s_patches), t_state in zip(student_states, [teacher_states[k] for k in blocks]):
-            pooled = _pool(s_prefix, s_patches, self.teacher_pool, self.pool_include_prefix)  # pooled as the teacher
+        for (s_prefix, s_patches), t_state in zip(
+            student_states, [teacher_states[k] for k in blocks]
+        ):
+            # pooled as the teacher
+            pooled = _pool(s_prefix, s_patches, self.teacher_pool, self.pool_include_prefix)
             kd = F.mse_loss(pooled, self._targets(t_state))
             if self.tokens == 'all':
                 t_patches = t_state[1]
-                if t_patches.shape[1] != s_patches.shape[1]:  # the teacher's patch grid -> the student's
-                    t_patches = resample_square(t_patches.transpose(1, 2), s_patches.shape[1], 'bilinear')
+                # the teacher's patch grid -> the student's
+                if t_patches.shape[1] != s_patches.shape[1]:
+                    t_patches = resample_square(
+                        t_patches.transpose(1, 2), s_patches.shape[1], 'bilinear'
+                    )
                     t_patches = t_patches.transpose(1, 2)
                 kd = kd + F.mse_loss(s_patches, t_patches)
             kd_losses.append(kd)
@@ -510,8 +597,12 @@ class TrajectoryDistillationTask(TrainingTask):
             field = depth_stack(student).field
             if self.attn_mass_weight:
                 prefix, patches = teacher_states[-1]
-                t_mass = cls_attention_mass(self._teacher_attention(patches.device), prefix.shape[1])
-                s_mass = cls_attention_mass(field.attention_probs(raw_states[-1]), student.num_prefix_tokens)
+                t_mass = cls_attention_mass(
+                    self._teacher_attention(patches.device), prefix.shape[1]
+                )
+                s_mass = cls_attention_mass(
+                    field.attention_probs(raw_states[-1]), student.num_prefix_tokens
+                )
                 result['attn_mass_loss'] = attention_mass_l1(s_mass, t_mass)
                 result['loss'] = result['loss'] + self.attn_mass_weight * result['attn_mass_loss']
             if self.jasmin_weight:

@@ -1,0 +1,126 @@
+"""Building a continuous-depth model through timm's ``build_model_with_cfg``: the model args saved with its
+weights, the checkpoint filter, and errors that name the weights' source."""
+import inspect
+import pathlib
+from typing import Any, Dict, Optional
+
+from torch import nn
+
+from .._checks import check_dict, check_int, read_json
+from .._compat import recorded_model_args
+from ._cfgs import follow_input_size
+from ._checkpoint import checkpoint_filter_fn
+
+
+def saved_model_args(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """The ``model_args`` of the ``config.json`` published with the weights of a resolved pretrained cfg that
+    timm has not read it for (``local-dir:`` / ``hf-hub:`` names have): beside a weights ``file`` (the packaged
+    releases), or on the Hub beside ``hf_hub_id``'s weights; {} when there is none."""
+    if cfg.get('source') in ('local-dir', 'hf-hub'):
+        return {}
+    if cfg.get('file'):
+        weights = pathlib.Path(cfg['file'])
+        config = weights.with_name('config.json')
+        if not (weights.is_file() and config.is_file()):
+            return {}
+        saved = read_json(config)
+        return _own_model_args(cfg, saved.get('architecture'), saved.get('model_args', {}), config)
+    if cfg.get('hf_hub_id'):
+        from timm.models import load_model_config_from_hf
+        _, architecture, model_args = load_model_config_from_hf(cfg['hf_hub_id'])
+        return _own_model_args(
+            cfg, architecture, model_args or {}, f'hf-hub:{cfg["hf_hub_id"]} config.json'
+        )
+    return {}
+
+
+def _own_model_args(
+    cfg: Dict[str, Any], architecture: Optional[str], model_args, source
+) -> Dict[str, Any]:
+    """The ``model_args`` of the config.json at ``source`` when it describes weights of ``cfg``'s architecture; a
+    ValueError naming the file when they are another model's (e.g. a bViT's file in an ODE-ViT's
+    ``pretrained_cfg_overlay``) or the model args are not a mapping."""
+    if architecture is not None and cfg.get('architecture') not in (None, architecture):
+        raise ValueError(
+            f'{source} says its weights are of {architecture!r}, not of {cfg["architecture"]!r}: create '
+            f'{architecture!r} with them (or load their folder as local-dir:)'
+        )
+    return check_dict(f'{source}: model_args', model_args)
+
+
+def saved_config(cfg) -> Optional[str]:
+    """The config.json a pretrained cfg was read from (``local-dir:`` / ``hf-hub:`` names), for errors; else None."""
+    source = cfg.get('source') if isinstance(cfg, dict) else None
+    if source == 'local-dir':
+        return str(pathlib.Path(cfg.get('file', '.')) / 'config.json')
+    return f'hf-hub:{cfg.get("hf_hub_id")} config.json' if source == 'hf-hub' else None
+
+
+def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) -> nn.Module:
+    """timm's ``build_model_with_cfg`` with our checkpoint filter and getter features. With ``pretrained=True`` and a
+    model class ``cls``, the ``model_args`` of the weights' own ``config.json`` (:func:`saved_model_args`) are the
+    defaults, as timm's
+    ``local-dir:`` applies them (explicit kwargs win), and are recorded as construction args, so ``save_for_hf``
+    exports them. An error while reading the weights becomes a ValueError naming their source."""
+    from timm.models import build_model_with_cfg, resolve_pretrained_cfg
+    # timm's ViT kwarg: say what stands for it, not a bare TypeError
+    if 'depth' in kwargs and isinstance(cls, type):
+        dials = (
+            'iterations=N or steps=N'
+            if 'iterations' in inspect.signature(cls).parameters
+            else 'steps=N'
+        )
+        raise TypeError(f'{variant} has no depth argument: its depth is {dials}')
+    saved = {}
+    # cls takes the model args
+    if pretrained and 'pretrained_model_args' not in kwargs and isinstance(cls, type):
+        saved = saved_model_args(resolve_pretrained_cfg(
+            variant, kwargs.get('pretrained_cfg'), kwargs.get('pretrained_cfg_overlay')).to_dict())
+        kwargs = dict(saved, **kwargs, pretrained_model_args=saved)
+    source = saved_config(kwargs.get('pretrained_cfg'))
+    if (
+        isinstance(kwargs.get('pretrained_cfg'), dict)
+        and kwargs['pretrained_cfg'].get('num_classes') is not None
+    ):
+        check_int(
+            f'{source or "pretrained_cfg"}: num_classes', kwargs['pretrained_cfg']['num_classes'], 0
+        )
+    stage = []
+    filter_fn = kwargs.pop('pretrained_filter_fn', checkpoint_filter_fn)
+
+    def construct(**model_kwargs):  # marks where construction ends and loading the weights starts
+        stage.append(cls(**model_kwargs))
+        return stage[0]
+
+    def load_filter(state_dict, model):  # ... and where loading ends
+        out = filter_fn(state_dict, model)
+        stage.append('loaded')
+        return out
+    kwargs.setdefault(
+        'feature_cfg', dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter')
+    )
+    try:
+        model = build_model_with_cfg(
+            construct, variant, pretrained, pretrained_filter_fn=load_filter, **kwargs
+        )
+    except Exception as e:
+        # the model args come from that file
+        if not stage and source and type(e) in (ValueError, TypeError):
+            raise type(e)(f'{variant} with the model_args of {source}: {e}') from e
+        if not pretrained or len(stage) != 1:
+            raise
+        cfg = stage[0].pretrained_cfg
+        source = next(
+            (cfg[k] for k in ('file', 'url', 'hf_hub_id') if cfg.get(k)), 'the given state_dict'
+        )
+        raise ValueError(
+            f'could not load the pretrained weights of {variant} from {source}: {e!r}'
+        ) from e
+    # the input size the data pipeline resolves (train.py, timm.data.resolve_data_config) is the one the
+    # model was built for (img_size / in_chans given at creation), not the registered default or a saved cfg's,
+    # unless the caller overlaid one (pretrained_cfg_overlay=dict(input_size=...): timm's ViT keeps that)
+    if 'input_size' not in (kwargs.get('pretrained_cfg_overlay') or {}):
+        follow_input_size(model)
+    if saved:  # timm's factory records only the caller's kwargs (over these)
+        model.record_model_args(dict(saved, **recorded_model_args(model)))
+    return model
