@@ -76,6 +76,16 @@ def test_create_model_records_its_kwargs_where_they_are_read():
     assert timm.models.get_model_args(model)['solver'] == 'rk4'  # ... and get_model_args reads through it
 
 
+def test_a_features_only_release_keeps_its_saved_args():
+    """Weights with saved model args (the packaged releases) built features_only: timm's wrapper has no
+    record_model_args of its own; the record is replaced on the wrapper, where timm reads it."""
+    features = timm.create_model('odevit_tiny_cifar.c10', pretrained=True, features_only=True)
+    assert type(features).__name__ == 'FeatureGetterNet'
+    assert timm.models.get_model_args(features)['steps'] == 6 and features._model_args['features_only']
+    _compat.set_recorded_model_args(features, {'steps': 3})
+    assert _compat.recorded_model_args(features) == {'steps': 3}
+
+
 class _PositionsSeen(_compat.TimmPosEmbed, VisionTransformer):
     seen = 0
 

@@ -19,6 +19,7 @@ __all__ = [
     'parser_actions',
     'recorded_model_args',
     'replace_train_parse_args',
+    'set_recorded_model_args',
     'vit_pos_embed',
 ]
 
@@ -58,6 +59,15 @@ def recorded_model_args(model: nn.Module) -> Dict[str, Any]:
     """The construction args timm's ``create_model`` recorded on ``model`` (what ``get_model_args`` and
     ``save_for_hf`` export); {} for a model built by its class."""
     return dict(getattr(model, '_model_args', {}))
+
+
+def set_recorded_model_args(model: nn.Module, args: Dict[str, Any]) -> None:
+    """Replace that record: through the model's own ``record_model_args`` (our families), else timm's attribute (a
+    ``features_only`` wrapper of one of them, whose args timm records on the wrapper)."""
+    if hasattr(model, 'record_model_args'):
+        model.record_model_args(args)
+    else:
+        model._model_args = dict(args)
 
 
 class TimmModelArgs:

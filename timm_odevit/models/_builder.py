@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 from torch import nn
 
 from .._checks import check_dict, check_int, read_json
-from .._compat import recorded_model_args
+from .._compat import recorded_model_args, set_recorded_model_args
 from ._cfgs import follow_input_size
 from ._checkpoint import checkpoint_filter_fn
 
@@ -122,5 +122,5 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
     if 'input_size' not in (kwargs.get('pretrained_cfg_overlay') or {}):
         follow_input_size(model)
     if saved:  # timm's factory records only the caller's kwargs (over these)
-        model.record_model_args(dict(saved, **recorded_model_args(model)))
+        set_recorded_model_args(model, dict(saved, **recorded_model_args(model)))
     return model
