@@ -75,7 +75,8 @@ def train_command(arm: str, seed: int, args) -> list:
 
 
 def trainable_params(run: pathlib.Path) -> int:
-    """Parameters the run's optimiser updated (the frozen shell left out), from its selected checkpoint."""
+    """The student's trainable parameters (its frozen shell left out), rebuilt from the run's selected checkpoint; a
+    width projection the distillation task trains beside a student narrower than its teacher is not counted."""
     from timm_odevit.hub import model_from_checkpoint
     model = model_from_checkpoint(str(run / 'model_best.pth.tar'))[0]
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -449,3 +449,7 @@ def test_the_distillation_rows_name_the_machines_their_seed_0_ran_on(ctx):
     gpu = {r['arm'] for r in runs if 'NVIDIA' in r['environment']['machine']}
     assert gpu == set(render.DISTILL_GPU_SEED0)
     assert all(r['seed'] == 0 for r in runs if 'NVIDIA' in r['environment']['machine'])
+    machines = {('H200' if 'H200' in r['environment']['machine'] else r['environment']['machine'],
+                 r['environment']['torch'].split('+')[0].rsplit('.', 1)[0]) for r in runs}
+    assert machines == {('H200', '2.11'), ('Intel(R) Xeon(R) Processor, 2 CPU cores, 2 threads', '2.14')}
+    assert 'an H200 (torch 2.11), the other runs on a 2-core Xeon (torch 2.14)' in render._distill_caveats('scratch', 'x')

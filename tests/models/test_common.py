@@ -47,11 +47,14 @@ def test_solver_options_that_are_no_mapping_are_named():
             timm.create_model(name, solver='dopri5', solver_options='x', **regime)
 
 
+SAVED_ARGS = r'odevit_tiny_cifar with the model_args of {config} \(and any kwargs given over them\): '
+
+
 @pytest.mark.parametrize('edit, words', [
     (lambda c: c.update(num_classes='10'), r"{config}: num_classes must be an integer >= 0, got '10'"),
     (lambda c: c['model_args'].update(solver_options='x'),
-     r"odevit_tiny_cifar with the model_args of {config}: solver_options \(torchdiffeq options\) must be a mapping"),
-    (lambda c: c['model_args'].update(steps=0), r'odevit_tiny_cifar with the model_args of {config}: steps must be'),
+     SAVED_ARGS + r'solver_options \(torchdiffeq options\) must be a mapping'),
+    (lambda c: c['model_args'].update(steps=0), SAVED_ARGS + 'steps must be'),
 ])
 def test_a_saved_config_that_builds_no_model_names_the_file_and_field(tmp_path, edit, words):
     """timm's local-dir: loader hands config.json's fields to the model: a bad one names the file ('>=' not supported,

@@ -104,9 +104,9 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
             construct, variant, pretrained, pretrained_filter_fn=load_filter, **kwargs
         )
     except Exception as e:
-        # the model args come from that file
+        # the model args come from that file, or from kwargs the caller gave over them: name both sources
         if not stage and source and type(e) in (ValueError, TypeError):
-            raise type(e)(f'{variant} with the model_args of {source}: {e}') from e
+            raise type(e)(f'{variant} with the model_args of {source} (and any kwargs given over them): {e}') from e
         if not pretrained or len(stage) != 1:
             raise
         cfg = stage[0].pretrained_cfg

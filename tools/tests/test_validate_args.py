@@ -22,6 +22,24 @@ def test_the_runs_model_name_classes_interpolation_and_kwargs(tmp_path, capsys):
     assert validate_args(tmp_path / 'args.yaml') == ['--model', 'bvit_tiny_cifar']
 
 
+def test_kwargs_and_preprocessing_come_back_as_the_run_had_them(tmp_path):
+    """Booleans and None as Python literals (JSON's false would reach the model as the string 'false'), the run's
+    preprocessing options, and a value no shell word can carry refused."""
+    args = {'model': 'odevit_tiny_cifar', 'mean': [0.5, 0.5, 0.5], 'std': [0.25, 0.25, 0.25], 'crop_pct': 1.0,
+            'img_size': 32, 'model_kwargs': {'adjoint': False, 'solver_options': None, 'stages': (3, 6)}}
+    (tmp_path / 'args.yaml').write_text(yaml.safe_dump(args))
+    options = validate_args(tmp_path / 'args.yaml')
+    assert options[options.index('--mean'):options.index('--mean') + 4] == ['--mean', '0.5', '0.5', '0.5']
+    assert ['--img-size', '32'] == options[options.index('--img-size'):options.index('--img-size') + 2]
+    assert ['--crop-pct', '1.0'] == options[options.index('--crop-pct'):options.index('--crop-pct') + 2]
+    words = dict(w.split('=', 1) for w in options[options.index('--model-kwargs') + 1:])
+    assert {k: ast.literal_eval(v) for k, v in words.items()} == {'adjoint': False, 'solver_options': None,
+                                                                   'stages': [3, 6]}
+    (tmp_path / 'args.yaml').write_text(yaml.safe_dump({'model': 'm', 'model_kwargs': {'name': 'a b'}}))
+    with pytest.raises(ValueError, match="model_kwargs name='a b' cannot be passed to validate.py as one word"):
+        validate_args(tmp_path / 'args.yaml')
+
+
 def test_a_file_that_is_not_a_runs_args_is_refused(tmp_path):
     (tmp_path / 'args.yaml').write_text('- model\n')
     with pytest.raises(SystemExit, match='names no model'):
