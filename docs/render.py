@@ -816,19 +816,6 @@ def _card_rounded(cycle: dict) -> bool:
     return 'card' in cycle.get('seconds_from', '')
 
 
-def _lineage(r: dict, key: str, last: str) -> str:
-    """A card's value for the last cycle, and the total over the release's cycles (record.json) when it has several."""
-    rec = r['cycles']
-    if not rec or len(rec['cycles']) < 2:
-        return last
-    if key == 'epochs':
-        return f"{last} (last cycle); {sum(c['epochs'] for c in rec['cycles'])} over {len(rec['cycles'])} cycles"
-    rounded = [c for c in rec['cycles'] if _card_rounded(c)]
-    note = ''.join(f"; cycle {c['cycle']}'s {c['seconds'] / 3600:.1f} h is copied from its card, rounded to 0.1 h"
-                   for c in rounded)
-    return f"{last} (last cycle); {rec['total_seconds'] / 3600:.1f} h over {len(rec['cycles'])} cycles{note}"
-
-
 def _one(values: set):
     """The one value a set holds (the releases agree on it), else an error."""
     if len(values) != 1:
@@ -876,22 +863,43 @@ def _steps_drawn(command: str, what: str) -> str:
     return '–'.join(map(str, kwargs['train_depth'])) if kwargs.get('train_depth') else str(kwargs['steps'])
 
 
+def short_choice(choice: str) -> str:
+    """A record's ``first_chosen_on_test`` entry as a table value: the choice, without its explanation."""
+    return re.split(r', (?:the|in) ', choice.split(' (')[0])[0]
+
+
 def table_releases(ctx: Context) -> str:
+    """One row per release, every cell a value; what a value rests on is in the release folder (README.md card,
+    record.json per cycle, HISTORY.md)."""
     rows = []
     for r in releases(ctx):
-        record = ', '.join(r['record']) or 'none'
-        if r['epochs_logged'] is not None:
-            record += f' ({r["epochs_logged"]} epochs logged)'
-        images = r['cycles']['test']['images']  # the top-1 with its 95 % binomial interval
+        rec = r['cycles']
+        images = rec['test']['images']  # the top-1 with its 95 % binomial interval
         top1 = f'{r["top1"]:.2f} ± {_half_width(r["top1"], images):.2f}'
-        first = '; '.join(c.split(' (')[0] for c in r['cycles'].get('first_chosen_on_test') or []) or 'none'
-        rows.append([f'`{r["tag"]}`', r['params'], r['depth'], f'{top1} / {r["top5"]:.2f}', first,
-                     _lineage(r, 'epochs', r['epochs']), r['checkpoint'], _lineage(r, 'wall', r['wall']),
-                     f'`{r["config"]}`', record])
-    return md_table(['tag', 'params', 'depth', 'test top-1 (95 % interval) / top-5 (%)',
-                     'chosen first on these test images (re-checked on held-out: its card)', 'epochs', 'checkpoint',
-                     'training wall time (each cycle\'s machine: its record.json)', 'config',
-                     'training record in the folder'], rows)
+        first = '; '.join(short_choice(c) for c in rec.get('first_chosen_on_test') or []) or 'none'
+        rows.append([
+            f'`{r["tag"]}`',
+            r['params'],
+            r['depth'],
+            f'{top1} / {r["top5"]:.2f}',
+            first,
+            len(rec['cycles']),
+            sum(c['epochs'] for c in rec['cycles']),
+            f'{rec["total_seconds"] / 3600:.1f} h' + ('*' if any(map(_card_rounded, rec['cycles'])) else ''),
+            f'`{r["config"]}`',
+        ])
+    header = [
+        'tag',
+        'params',
+        'depth',
+        'test top-1 (95 % interval) / top-5 (%)',
+        'chosen first on these test images',
+        'cycles',
+        'epochs',
+        'training time (*: with hours a card rounded)',
+        'config of the last cycle',
+    ]
+    return md_table(header, rows)
 
 
 # -- noise floor and verdicts

@@ -392,7 +392,7 @@ def test_choices_first_made_on_test_images_are_said_where_the_numbers_are(ctx):
         first = json.loads((render.RELEASE / tag / 'record.json').read_text())['first_chosen_on_test']
         card = (render.RELEASE / tag / 'README.md').read_text()
         assert all(any(w in c for c in first) for w in words), tag
-        assert all(c in card for c in first) and all(c.split(' (')[0] in table for c in first), tag
+        assert all(c in card for c in first) and all(render.short_choice(c) in table for c in first), tag
     results = render.render((render.TEMPLATES / 'results.md.in').read_text(), ctx, 'results.md.in')
     distillation = results[results.index('## Trajectory distillation vs scratch'):]
     assert 'a stopping rule on the test split' in distillation.split('\n## ')[0]  # in that section
