@@ -240,6 +240,31 @@ def load_batches(data_dir: Optional[str], model, batch_size: int, count: int, sp
     return [(images[i:i + batch_size], labels[i:i + batch_size]) for i in range(0, n, batch_size)]
 
 
+def read_config(path) -> dict:
+    """A train.py ``--config`` YAML file, whose values train.py's argparse never converts; ValueError naming the file
+    (the line of a syntax error) or the key: ``model_kwargs`` / ``kd_model_kwargs`` must be mappings, the numeric
+    ``kd_*`` flags numbers (a string converted as argparse converts it)."""
+    from timm_odevit._checks import check_dict, is_int, is_real, read_yaml
+    from timm_odevit.cli.train import KD_FLAGS
+    cfg = read_yaml(path)
+    for key in ('model_kwargs', 'kd_model_kwargs'):
+        if cfg.get(key) is not None:
+            cfg[key] = check_dict(f'{path}: {key}', cfg[key])
+    for key, spec in KD_FLAGS.items():
+        kind = spec.get('type')
+        value = cfg.get(key)
+        if kind not in (int, float) or value is None:
+            continue
+        try:
+            value = kind(value) if isinstance(value, str) else value
+        except ValueError:
+            pass
+        if not (is_int(value) if kind is int else is_real(value)):
+            raise ValueError(f"{path}: {key} must be {'an integer' if kind is int else 'a number'}, got {cfg[key]!r}")
+        cfg[key] = value
+    return cfg
+
+
 def teacher_of(cfg: dict) -> Optional[Dict]:
     """The distillation a train.py config or a run's args.yaml names: the teacher (``kd_model_name``), the kind
     (``kd_distill_type``, train.py's default logit) and the trajectory flags it sets away from their defaults; None
@@ -334,10 +359,9 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     ``--model-kwargs``, which replace the config's ``model_kwargs`` whole, as in train.py."""
     import torch
     from timm_odevit.hub import check_model_source
-    from timm_odevit._checks import read_yaml
     from .train import hardware
     log = log or sys.stderr
-    cfg = read_yaml(config)
+    cfg = read_config(config)
     if not cfg.get('model'):
         raise ValueError(f'{config} is not a train.py config naming a model (key "model")')
     for key in ('model', 'kd_model_name'):
