@@ -118,7 +118,9 @@ def environment() -> Dict[str, str]:
     import datetime
     import timm
     import torchdiffeq
-    from timm_odevit.train import hardware
+    if str(CHECKOUT) not in sys.path:
+        sys.path.append(str(CHECKOUT))  # tools/ is a package of the checkout, not installed
+    from tools.train import hardware
     now = _git_commit()
     commit = now if os.environ.get('BENCH_COMMIT') else _COMMIT_AT_START
     diff = _git_state()['diff'] if os.environ.get('BENCH_COMMIT') else _STATE_AT_START['diff']

@@ -1,6 +1,6 @@
 """Does trajectory distillation pay? One budget, >= 3 seeds per arm, chosen on held-out, judged on test (issue 44).
 
-Every arm trains ``odevit_tiny_cifar`` from random weights with timm's train.py (``python -m timm_odevit.train``)
+Every arm trains ``odevit_tiny_cifar`` from random weights with timm's train.py (``python -m tools.train``)
 on the release recipe (``train_configs/release_odevit_tiny_cifar10_cycle.yaml``: 6 Euler steps, 3-9 drawn per update,
 EMA) for the same ``--epochs`` at lr 1e-3, on the 45,000 training images of the held-out split; train.py selects
 its best epoch on the 5,000 held-out images (``model_best``); that model is then scored once on all 10,000 test
@@ -52,7 +52,7 @@ ARMS = {
 
 
 def train_command(arm: str, seed: int, args, out: pathlib.Path) -> list:
-    cmd = [sys.executable, '-m', 'timm_odevit.train', '--config', str(CONFIG), '--data-dir', args.data_dir,
+    cmd = [sys.executable, '-m', 'tools.train', '--config', str(CONFIG), '--data-dir', args.data_dir,
            '--epochs', str(args.epochs), '--lr', str(args.lr), '--seed', str(seed), '--output', str(out),
            '--experiment', seed_key(arm, seed)]
     if args.batch_size:

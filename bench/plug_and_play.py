@@ -1,10 +1,10 @@
 """Plug & play as the paper does it: an ODE-ViT in a trained ViT's shell, distilled along its trajectory, against the
 free ODE-ViT (issue 60). One budget, >= 3 seeds per arm, selected on held-out images, judged on the test images.
 
-Every arm trains with timm's train.py (``python -m timm_odevit.train``) for the same ``--epochs`` on one recipe
-(``train_configs/plug_and_play_cifar10.yaml``; the free model's config differs only in its model keys) on the 45,000
-training images of the held-out split; train.py keeps its best epoch on the 5,000 held-out images (``model_best``),
-which is then scored once on all 10,000 test images. The arms:
+Every arm trains with timm's train.py (``python -m tools.train``: the wrapper plus train_time.json) for the same
+``--epochs`` on one recipe (``train_configs/plug_and_play_cifar10.yaml``; the free model's config differs only in its
+model keys) on the 45,000 training images of the held-out split; train.py keeps its best epoch on the 5,000 held-out
+images (``model_best``), which is then scored once on all 10,000 test images. The arms:
 
     free             odevit_tiny_cifar from scratch (the paper's baseline), 6 Euler steps
     plug_and_play    the shell student (the teacher's patch embedding, [CLS], position embedding, final norm and
@@ -61,7 +61,7 @@ ARMS = {  # arm: (config, teacher flags)
 def train_command(arm: str, seed: int, args) -> list:
     config, teacher_flags = ARMS[arm]
     cmd = [
-        sys.executable, '-m', 'timm_odevit.train',
+        sys.executable, '-m', 'tools.train',
         '--config', config,
         '--data-dir', args.data_dir,
         '--epochs', str(args.epochs),

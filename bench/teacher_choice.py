@@ -2,7 +2,7 @@
 
 Candidates run side by side (same config, same machine, at the same time; give each the same number of threads,
 or their per-hour figures compare unequal resources: each row records the ``hardware`` of its compared epochs) with
-timm's train.py through ``python -m timm_odevit.train``; this reads their run folders after the same number of epochs
+timm's train.py through ``python -m tools.train``; this reads their run folders after the same number of epochs
 and writes ``results/teacher_choice.json``:
 
     python bench/teacher_choice.py output/train/teacher_convstem:output/logs/teacher_convstem.log \
@@ -54,7 +54,7 @@ def _hardware(seconds: dict, epochs: int) -> str:
     if None in per_epoch:
         raise SystemExit("train_time.json has no per-epoch machine (epoch_hardware): this comparison cannot say what "
                          "its epochs ran on")
-    return ' / '.join(per_epoch)  # as record_train_time names a run's machines
+    return ' / '.join(per_epoch)  # as tools.train.record_train_time names a run's machines
 
 
 def main():

@@ -111,7 +111,7 @@ def test_train_py_parse_args_is_replaced_and_returned():
 
 
 def test_timm_train_py_parses_its_command_line_with_the_named_function():
-    from timm_odevit.train import locate_script
+    from timm_odevit.cli.scripts import locate_script
     try:
         path = locate_script('train.py', download=False)
     except FileNotFoundError:

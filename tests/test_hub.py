@@ -415,7 +415,7 @@ def test_weights_loaded_by_path_on_another_grid_than_their_config_json_are_warne
     --initial-checkpoint) into a model on another grid (time points) than their config.json's are told so; the same
     grid given by other arguments is not, nor is a config.json that leaves out a default."""
     from timm.models import load_checkpoint
-    from timm_odevit.train import checked_load_checkpoint
+    from timm_odevit.cli.train import checked_load_checkpoint
     release = pathlib.Path(__file__).resolve().parents[1] / 'release'
     weights = release / 'odevit_tiny_cifar.c10' / 'model.safetensors'
     warning = hub.depth_mismatch(timm.create_model('odevit_tiny_cifar'), weights)

@@ -16,8 +16,9 @@ import timm
 import torch
 import yaml
 
-import timm_odevit.train
-from timm_odevit.train import _check_image_folder, _option, check_auto_augment, locate_script
+from timm_odevit.cli import scripts
+from timm_odevit.cli import train as cli
+from timm_odevit.cli.scripts import locate_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CIFAR = ROOT.parent / 'shared' / 'data' / 'cifar10'
@@ -41,7 +42,7 @@ def test_explicit_path_that_does_not_exist(tmp_path):
 def test_no_train_py_gives_instructions(tmp_path, monkeypatch):
     monkeypatch.delenv('TIMM_TRAIN_PY', raising=False)
     monkeypatch.setenv('TIMM_ODEVIT_CACHE', str(tmp_path))
-    monkeypatch.setattr(timm_odevit.train, 'SHARED_SCRIPTS_DIR', tmp_path / 'no_shared')
+    monkeypatch.setattr(scripts, 'SHARED_SCRIPTS_DIR', tmp_path / 'no_shared')
     with pytest.raises(FileNotFoundError, match=r'--timm-train PATH.*git clone --branch v'):
         locate_script('train.py', download=False)
 
@@ -62,7 +63,7 @@ def test_shared_copy_beside_the_checkout_is_found(tmp_path, monkeypatch):
     shared.mkdir(parents=True)
     for script in ('train.py', 'validate.py'):
         (shared / script).write_text('# stub')
-    monkeypatch.setattr(timm_odevit.train, 'SHARED_SCRIPTS_DIR', shared)
+    monkeypatch.setattr(scripts, 'SHARED_SCRIPTS_DIR', shared)
     assert locate_script('train.py', download=False) == shared / 'train.py'
     assert locate_script('validate.py', download=False) == shared / 'validate.py'
     cached = tmp_path / 'empty_cache' / f'timm-{timm.__version__}' / 'train.py'  # the cache comes first
@@ -75,8 +76,8 @@ def test_downloaded_script_lands_whole_or_not_at_all(tmp_path, monkeypatch):
     """A download cut off while it is written leaves no script in the cache (the next call would run a part)."""
     monkeypatch.delenv('TIMM_TRAIN_PY', raising=False)
     monkeypatch.setenv('TIMM_ODEVIT_CACHE', str(tmp_path))
-    monkeypatch.setattr(timm_odevit.train, 'SHARED_SCRIPTS_DIR', tmp_path / 'no_shared')
-    monkeypatch.setattr(timm_odevit.train.urllib.request, 'urlopen', lambda url, timeout: io.BytesIO(b'print(1)\n'))
+    monkeypatch.setattr(scripts, 'SHARED_SCRIPTS_DIR', tmp_path / 'no_shared')
+    monkeypatch.setattr(scripts.urllib.request, 'urlopen', lambda url, timeout: io.BytesIO(b'print(1)\n'))
 
     def killed(*args):
         raise KeyboardInterrupt
@@ -89,42 +90,10 @@ def test_downloaded_script_lands_whole_or_not_at_all(tmp_path, monkeypatch):
     assert locate_script('validate.py').read_bytes() == b'print(1)\n'
 
 
-def test_data_dir_without_images(tmp_path):
-    (tmp_path / 'train' / 'cat').mkdir(parents=True)
-    with pytest.raises(SystemExit, match='no images under'):
-        _check_image_folder(['--data-dir', str(tmp_path)])
-    with pytest.raises(SystemExit, match='does not exist'):
-        _check_image_folder(['--data-dir', str(tmp_path / 'nope')])
-    _check_image_folder(['--dataset', 'torch/cifar10', '--data-dir', str(tmp_path)])  # not an ImageFolder
-
-
-@pytest.mark.parametrize('aa,fails', [
-    ('rand-m9-mstd0.5-inc1', True),         # DeiT's string: gaussian magnitude noise reaches level 10
-    ('rand-m10-inc1', True),                # level 10 without noise
-    ('rand-m9-mstd0.5-inc1-mmax9', False),  # the fix the error suggests
-    ('rand-m9-inc1', False),                # level 9 at most: 1 bit
-    ('rand-m9-mstd0.5', False),             # original posterize: 4..8 bits
-    ('rand-m9-mstd101-inc1', False),        # mstd > 100: uniform in [0, m]
-    ('augmix-m5-w4-d2', False), (None, False),
-])
-def test_auto_augment_that_can_posterize_to_0_bits_fails_early(aa, fails, monkeypatch):
-    """timm's inc1 posterize keeps 0 bits at magnitude 10, which Pillow 13 rejects mid-epoch."""
-    from PIL import ImageOps
-
-    def strict_posterize(img, bits):
-        if not 1 <= bits <= 8:
-            raise ValueError('bits must be between or equal to 1 and 8')
-        return img
-    monkeypatch.setattr(ImageOps, 'posterize', strict_posterize)  # the check must not depend on the Pillow installed
-    if fails:
-        with pytest.raises(SystemExit, match=r'posterize to 0 bits.*--aa .*-mmax9'):
-            check_auto_augment(aa)
-    else:
-        check_auto_augment(aa)
-
-
-def test_suggested_auto_augment_runs_with_the_installed_pillow():
-    """The capped string the error suggests builds timm's transform and never asks Pillow for 0 bits."""
+def test_capped_auto_augment_runs_with_the_installed_pillow():
+    """bench/recipe_study.py's capped RandAugment builds timm's transform and never asks Pillow for 0 bits (DeiT's
+    uncapped ``rand-m9-mstd0.5-inc1`` reaches magnitude 10, which its inc1 posterize maps to 0 bits: Pillow 13 raises
+    mid-epoch)."""
     from PIL import Image
     from timm.data.auto_augment import rand_augment_transform
     img = Image.new('RGB', (8, 8), (120, 60, 30))
@@ -132,15 +101,6 @@ def test_suggested_auto_augment_runs_with_the_installed_pillow():
     random.seed(0)
     for _ in range(3000):
         transform(img)
-
-
-def test_option_comes_from_command_line_then_config(tmp_path):
-    cfg = tmp_path / 'c.yaml'
-    cfg.write_text('aa: rand-m9-mstd0.5-inc1\nepochs: 3\n')
-    assert _option(['--aa', 'rand-m5'], '--aa', str(cfg)) == 'rand-m5'
-    assert _option(['--aa=rand-m5'], '--aa', None) == 'rand-m5'
-    assert _option([], '--aa', str(cfg)) == 'rand-m9-mstd0.5-inc1'
-    assert _option([], '--aa', None) is None
 
 
 @pytest.mark.parametrize('path', sorted(glob.glob(str(ROOT / 'train_configs' / '*.yaml'))), ids=os.path.basename)
@@ -255,14 +215,14 @@ def test_e2e_plug_and_play_config_from_the_released_teacher(small_imagefolder, t
 def train_parser():
     if not TRAIN_PY:
         pytest.skip("timm's train.py not found")
-    module = timm_odevit.train.load_script(TRAIN_PY)
-    timm_odevit.train._add_arguments(module.parser)
+    module = scripts.load_script(TRAIN_PY)
+    cli._add_arguments(module.parser)
     return module.parser
 
 
 @pytest.mark.parametrize('path', sorted(glob.glob(str(ROOT / 'train_configs' / '*.yaml'))), ids=os.path.basename)
 def test_train_configs_have_only_known_keys(train_parser, path):
-    timm_odevit.train.check_config_keys(train_parser, path)
+    cli.check_config_keys(train_parser, path)
 
 
 
@@ -288,37 +248,6 @@ def test_e2e_export_then_validate_py_gives_the_exported_accuracy(small_imagefold
     assert measured['top5'] == pytest.approx(exported['top5'], abs=1e-3)
 
 
-@needs_train_py
-def test_e2e_resume_after_kill_keeps_steps_and_summary(small_imagefolder, tmp_path):
-    """train.py killed during epoch 1, restarted with --resume: the same optimiser steps in total as an
-    uninterrupted run, and summary.csv one table with one row per epoch."""
-    args = [sys.executable, '-m', 'timm_odevit.train', '--model', 'odevit_tiny_cifar', '--model-kwargs', 'steps=2',
-            '--data-dir', str(small_imagefolder), '--train-split', 'train', '--val-split', 'test', '--epochs', '3',
-            '-b', '24', '--opt', 'adamw', '--workers', '0', '--output', str(tmp_path), '--experiment', 'e2e',
-            '--log-interval', '1']  # AdamW counts its steps
-    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = []
-    for line in run.stdout:  # kill it as soon as epoch 1 has made a step (epoch 0 is checkpointed)
-        log.append(line)
-        if 'Train: 1 [' in line:
-            run.kill()
-            break
-    run.wait(timeout=60)
-    assert run.returncode != 0 and any('Train: 1 [' in line for line in log), ''.join(log[-40:])
-    out = tmp_path / 'e2e'
-    resumed = subprocess.run(args + ['--resume', str(out / 'last.pth.tar')], capture_output=True, text=True,
-                             timeout=900)
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    summary = (out / 'summary.csv').read_text().splitlines()
-    assert summary[0].startswith('epoch,') and [row.split(',')[0] for row in summary[1:]] == ['0', '1', '2']
-    state = torch.load(out / 'last.pth.tar', map_location='cpu', weights_only=False)
-    steps_per_epoch = 120 // 24  # 12 images per class, drop_last
-    assert {int(s['step']) for s in state['optimizer']['state'].values()} == {3 * steps_per_epoch}
-    assert state['epoch'] == 2
-    timing = json.loads((out / 'train_time.json').read_text())  # wall time summed across the two runs
-    assert sorted(timing['epochs']) == ['0', '1', '2'] and timing['seconds'] == pytest.approx(
-        sum(timing['epochs'].values())) and 'CPU cores' in timing['hardware']
-
 @pytest.mark.parametrize('typo, hint', [('model-kwargs', 'model_kwargs'), ('model_kwargz', 'model_kwargs'),
                                         ('kd_maping', 'kd_mapping'), ('lr_sched', None)])
 def test_typo_in_config_is_refused(train_parser, tmp_path, typo, hint):
@@ -329,31 +258,23 @@ def test_typo_in_config_is_refused(train_parser, tmp_path, typo, hint):
     bad.write_text(yaml.safe_dump(cfg))
     words = f"unknown key\\(s\\) in --config {bad}: '{typo}'" + (f" \\(did you mean '{hint}'\\?\\)" if hint else '')
     with pytest.raises(SystemExit, match=words):
-        timm_odevit.train.check_config_keys(train_parser, bad)
+        cli.check_config_keys(train_parser, bad)
 
 
 def test_config_that_is_not_a_mapping(train_parser, tmp_path):
     for text in ('', '- model\n- lr\n'):
         (tmp_path / 'cfg.yaml').write_text(text)
         with pytest.raises(SystemExit, match='must be a YAML mapping'):
-            timm_odevit.train.check_config_keys(train_parser, tmp_path / 'cfg.yaml')
+            cli.check_config_keys(train_parser, tmp_path / 'cfg.yaml')
     with pytest.raises(SystemExit, match='cannot read --config'):
-        timm_odevit.train.check_config_keys(train_parser, tmp_path / 'missing.yaml')
+        cli.check_config_keys(train_parser, tmp_path / 'missing.yaml')
 
 
-@pytest.mark.parametrize('text, words', [
-    ('model: odevit_tiny_cifar\nepochs: 1\n  bad: [\n', r'--config \S+c.yaml, line 3, column 6: not valid YAML \('),
-    ('model: odevit_tiny_cifar\nmodel_kwargs: [1, 2]\n', r'c.yaml: model_kwargs must be a mapping of name: value'),
-    ('kd_model_kwargs: x\n', r'c.yaml: kd_model_kwargs must be a mapping'),
-    ('kd_ce_start_epoch: [1]\n', r"c.yaml: kd_ce_start_epoch must be an integer, got \[1\]"),
-    ('kd_mapping_temperature: hot\n', r"c.yaml: kd_mapping_temperature must be a number, got 'hot'"),
-])
-def test_a_config_train_py_cannot_take_is_named_with_its_line_or_key(train_parser, tmp_path, text, words):
-    """Malformed YAML gave train.py's bare 'SystemExit: ^'; values the YAML sets bypass argparse's conversion (a
-    list for model_kwargs: a '**' TypeError)."""
-    (tmp_path / 'c.yaml').write_text(text)
-    with pytest.raises(SystemExit, match=words):
-        timm_odevit.train.check_config_keys(train_parser, tmp_path / 'c.yaml')
+def test_a_config_that_is_not_valid_yaml_is_named_with_its_line(train_parser, tmp_path):
+    """Malformed YAML gave train.py's bare 'SystemExit: ^'."""
+    (tmp_path / 'c.yaml').write_text('model: odevit_tiny_cifar\nepochs: 1\n  bad: [\n')
+    with pytest.raises(SystemExit, match=r'--config \S+c.yaml, line 3, column 6: not valid YAML \('):
+        cli.check_config_keys(train_parser, tmp_path / 'c.yaml')
 
 
 @pytest.mark.parametrize('config, words', [
@@ -362,15 +283,25 @@ def test_a_config_train_py_cannot_take_is_named_with_its_line_or_key(train_parse
     ('{"architecture": "odevit_tiny_cifar", "model_args": [1]}', r'"model_args" must be a JSON dict'),
     ('{"architecture": "odevit_tiny_cifar", "num_classes": "10"}', r'"num_classes" must be a JSON int'),
 ])
-@pytest.mark.parametrize('flag', ['--model', '--kd-model-name'])
-def test_a_local_dir_model_whose_config_json_builds_nothing_is_named(tmp_path, config, words, flag):
+@pytest.mark.parametrize('key', ['model', 'kd_model_name'])
+def test_a_local_dir_model_whose_config_json_builds_nothing_is_named(tmp_path, config, words, key):
     (tmp_path / 'config.json').write_text(config)
+    args = argparse.Namespace(model='odevit_tiny_cifar', kd_model_name=None)
+    cli.check_model_sources(args)
+    setattr(args, key, f'local-dir:{tmp_path}')
+    flag = '--' + key.replace('_', '-')
     with pytest.raises(SystemExit, match=rf'error: {flag}: .*{tmp_path / "config.json"}.*{words}'):
-        timm_odevit.train.check_model_sources([flag, f'local-dir:{tmp_path}'])
-    (tmp_path / 'c.yaml').write_text(f'{flag[2:].replace("-", "_")}: local-dir:{tmp_path}\n')  # or in the config
-    with pytest.raises(SystemExit, match=words):
-        timm_odevit.train.check_model_sources([], tmp_path / 'c.yaml')
-    timm_odevit.train.check_model_sources([flag, 'odevit_tiny_cifar'])
+        cli.check_model_sources(args)
+
+
+@needs_train_py
+def test_main_checks_the_model_source_a_config_names(tmp_path, monkeypatch):
+    """The check runs on the arguments train.py parsed: the command line's, else the --config YAML's."""
+    monkeypatch.setattr(sys, 'argv', list(sys.argv))  # main() sets it for train.py
+    (tmp_path / 'config.json').write_text('{"num_classes": 10}')
+    (tmp_path / 'c.yaml').write_text(f'kd_model_name: local-dir:{tmp_path}\n')
+    with pytest.raises(SystemExit, match=r'error: --kd-model-name: .*"architecture" must be a JSON str'):
+        cli.main(['-c', str(tmp_path / 'c.yaml')])
 
 
 @needs_train_py
@@ -379,31 +310,16 @@ def test_main_checks_config_before_training(tmp_path, monkeypatch):
     bad = tmp_path / 'typo.yaml'
     bad.write_text('model: odevit_tiny_cifar\nmodel_kwargz:\n  steps: 2\n')
     with pytest.raises(SystemExit, match="'model_kwargz' \\(did you mean 'model_kwargs'\\?\\)"):
-        timm_odevit.train.main(['-c', str(bad), '--epochs', '1'])
+        cli.main(['-c', str(bad), '--epochs', '1'])
 
 
 # ---- the wrapper runs other timm models as timm's train.py does ----------------------------------------
 def test_deep_supervision_only_for_this_packages_staged_models():
-    from timm_odevit.train import uses_deep_supervision
-    assert uses_deep_supervision(timm.create_model('bvit_tiny_cifar', stages=(2, 4), iterations=4))
-    assert not uses_deep_supervision(timm.create_model('bvit_tiny_cifar'))
+    assert cli.uses_deep_supervision(timm.create_model('bvit_tiny_cifar', stages=(2, 4), iterations=4))
+    assert not cli.uses_deep_supervision(timm.create_model('bvit_tiny_cifar'))
     for name in ('convnext_atto', 'maxvit_pico_rw_256'):  # timm models with a `stages` attribute
         model = timm.create_model(name, num_classes=10)
-        assert len(model.stages) > 1 and not uses_deep_supervision(model)
-
-
-def test_image_folder_check_reads_the_config(tmp_path):
-    (tmp_path / 'train' / 'cat').mkdir(parents=True)
-    cfg = tmp_path / 'c.yaml'
-    cfg.write_text('dataset: torch/cifar10\n')  # not an ImageFolder: the folder is not checked
-    _check_image_folder(['--data-dir', str(tmp_path)], str(cfg))
-    cfg.write_text(f'data_dir: {tmp_path}\n')
-    with pytest.raises(SystemExit, match='no images under'):
-        _check_image_folder([], str(cfg))
-    cfg.write_text(f'data_dir: {tmp_path}\ntrain_split: nope\n')
-    (tmp_path / 'nope').mkdir()
-    with pytest.raises(SystemExit, match='no images under .*nope'):
-        _check_image_folder([], str(cfg))
+        assert len(model.stages) > 1 and not cli.uses_deep_supervision(model)
 
 
 @needs_train_py
@@ -493,51 +409,7 @@ def test_inference_py_runs_our_release_or_names_its_missing_package(tmp_path):
 
 def test_validate_and_another_script_together_are_refused():
     with pytest.raises(SystemExit, match='give one'):
-        timm_odevit.train.main(['--validate', '--script', 'benchmark.py', '--model', 'odevit_tiny_cifar'])
-
-
-def test_each_epoch_keeps_the_machine_it_ran_on_across_a_resume_with_other_threads(tmp_path):
-    """A resume with another thread count keeps each epoch's machine, and ``hardware`` (what cards and records read)
-    names both, not the last one alone."""
-    from timm_odevit.train import record_train_time
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        record_train_time(tmp_path, 0)
-        torch.set_num_threads(2)
-        record_train_time(tmp_path, 1)
-    finally:
-        torch.set_num_threads(threads)
-    record = json.loads((tmp_path / 'train_time.json').read_text())
-    assert record['epoch_hardware']['0'].endswith(' 1 threads') and record['epoch_hardware']['1'].endswith(' 2 threads')
-    assert record['hardware'] == f"{record['epoch_hardware']['0']} / {record['epoch_hardware']['1']}"  # both named
-
-
-def test_a_cut_train_time_record_is_named(tmp_path):
-    from timm_odevit.train import record_train_time
-    record_train_time(tmp_path, 0)
-    record_train_time(tmp_path, 1)
-    assert set(json.loads((tmp_path / 'train_time.json').read_text())['epochs']) == {'0', '1'}
-    (tmp_path / 'train_time.json').write_text('{"epochs": {"0": 12.')
-    with pytest.raises(ValueError, match=f'cannot read {tmp_path / "train_time.json"}'):
-        record_train_time(tmp_path, 2)
-
-
-def test_a_resumed_run_that_fails_while_dropping_rows_keeps_the_summary(tmp_path, monkeypatch):
-    """summary.csv is replaced whole when the rows of re-run epochs are dropped: a failure leaves the old table."""
-    from timm import utils
-    from timm_odevit import _checks, train
-    module = type('TrainPy', (), {'utils': utils})
-    train._continuous_summary(module)
-    path = tmp_path / 'summary.csv'
-    path.write_bytes(b'epoch,train_loss\r\n0,2.0\r\n1,1.5\r\n')
-
-    def fail(*args):
-        raise OSError('disk full')
-    monkeypatch.setattr(_checks.os, 'replace', fail)
-    with pytest.raises(OSError, match='disk full'):
-        module.utils.update_summary(1, {'loss': 1.2}, {}, str(path))
-    assert path.read_bytes() == b'epoch,train_loss\r\n0,2.0\r\n1,1.5\r\n' and [p.name for p in tmp_path.iterdir()] == ['summary.csv']
+        cli.main(['--validate', '--script', 'benchmark.py', '--model', 'odevit_tiny_cifar'])
 
 
 def test_plug_and_play_arms_are_train_py_commands(train_parser):
@@ -554,7 +426,7 @@ def test_plug_and_play_arms_are_train_py_commands(train_parser):
         parser = copy.deepcopy(train_parser)
         parser.set_defaults(**yaml.safe_load((ROOT / config).read_text()))
         parsed = parser.parse_args(command[command.index('--data-dir'):])
-        timm_odevit.train.check_distillation_args(parsed)
+        cli.check_distillation_args(parsed)
         assert parsed.epochs == 3 and parsed.seed == 1 and parsed.kd_ce_start_epoch == 0
         kind = {'plug_and_play': 'trajectory', 'free_traj_ce0': 'trajectory', 'shell_logit_kd': 'logit'}.get(arm)
         assert parsed.kd_distill_type == kind or (kind is None and parsed.kd_model_name is None), arm

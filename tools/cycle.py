@@ -3,7 +3,7 @@
 Run from the repository root (the release tooling is not installed with the package):
 
     python -m tools.speed --config CYCLE.yaml --data-dir DATA [--hours H] --out speed.json   # train.py flags here
-    python -m timm_odevit.train --config CYCLE.yaml --initial-checkpoint release/TAG/model.safetensors $FLAGS ...
+    python -m tools.train --config CYCLE.yaml --initial-checkpoint release/TAG/model.safetensors $FLAGS ...
     python -m tools.cycle release RUN_DIR release/TAG --eval-dir CIFAR_ROOT --command "THE TRAIN COMMAND" \\
         [--speed-record speed.json]
     python -m tools.cycle init release/TAG RUN_DIR --eval-dir CIFAR_ROOT --command "ITS TRAIN COMMAND"  # once: cycle 0

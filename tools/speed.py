@@ -240,11 +240,36 @@ def load_batches(data_dir: Optional[str], model, batch_size: int, count: int, sp
     return [(images[i:i + batch_size], labels[i:i + batch_size]) for i in range(0, n, batch_size)]
 
 
+def read_config(path) -> dict:
+    """A train.py ``--config`` YAML file, whose values train.py's argparse never converts; ValueError naming the file
+    (the line of a syntax error) or the key: ``model_kwargs`` / ``kd_model_kwargs`` must be mappings, the numeric
+    ``kd_*`` flags numbers (a string converted as argparse converts it)."""
+    from timm_odevit._checks import check_dict, is_int, is_real, read_yaml
+    from timm_odevit.cli.train import KD_FLAGS
+    cfg = read_yaml(path)
+    for key in ('model_kwargs', 'kd_model_kwargs'):
+        if cfg.get(key) is not None:
+            cfg[key] = check_dict(f'{path}: {key}', cfg[key])
+    for key, spec in KD_FLAGS.items():
+        kind = spec.get('type')
+        value = cfg.get(key)
+        if kind not in (int, float) or value is None:
+            continue
+        try:
+            value = kind(value) if isinstance(value, str) else value
+        except ValueError:
+            pass
+        if not (is_int(value) if kind is int else is_real(value)):
+            raise ValueError(f"{path}: {key} must be {'an integer' if kind is int else 'a number'}, got {cfg[key]!r}")
+        cfg[key] = value
+    return cfg
+
+
 def teacher_of(cfg: dict) -> Optional[Dict]:
     """The distillation a train.py config or a run's args.yaml names: the teacher (``kd_model_name``), the kind
     (``kd_distill_type``, train.py's default logit) and the trajectory flags it sets away from their defaults; None
     without a teacher. Two runs with the same one cost the same per update."""
-    from timm_odevit.train import TRAJECTORY_DEFAULTS
+    from timm_odevit.cli.train import TRAJECTORY_DEFAULTS
     if not cfg.get('kd_model_name'):
         return None
     return {'kd_model_name': cfg['kd_model_name'], 'kd_distill_type': cfg.get('kd_distill_type') or 'logit',
@@ -257,7 +282,7 @@ def distillation_task(student, cfg: dict, device: str = 'cpu'):
     import torch
     from timm.task import LogitDistillationTask
     from timm_odevit.tasks import TrajectoryDistillationTask
-    from timm_odevit.train import KD_FLAGS, KD_TASK_NAMES
+    from timm_odevit.cli.train import KD_FLAGS, KD_TASK_NAMES
     kind, teacher = check_distillation(cfg), cfg['kd_model_name']
     common = dict(criterion=torch.nn.CrossEntropyLoss(), device=torch.device(device), verbose=False,
                   **{k: cfg.get(k) for k in ('distill_loss_weight', 'task_loss_weight')})  # as train.py passes them
@@ -334,9 +359,9 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     ``--model-kwargs``, which replace the config's ``model_kwargs`` whole, as in train.py."""
     import torch
     from timm_odevit.hub import check_model_source
-    from timm_odevit.train import hardware, read_train_config
+    from .train import hardware
     log = log or sys.stderr
-    cfg = read_train_config(config)
+    cfg = read_config(config)
     if not cfg.get('model'):
         raise ValueError(f'{config} is not a train.py config naming a model (key "model")')
     for key in ('model', 'kd_model_name'):
@@ -463,7 +488,7 @@ def train_loader(cfg: dict, data_dir: str, model, device: str = 'cpu'):
     ValueError for a config that sets an option of :data:`UNMEASURED` away from train.py's default."""
     import torch
     from timm.data import create_dataset, create_loader, resolve_data_config
-    from timm_odevit.train import load_script, locate_script
+    from timm_odevit.cli.scripts import load_script, locate_script
     parser = load_script(locate_script('train.py')).parser
     defaults = {k: parser.get_default(k) for k in UNMEASURED}
     parser.set_defaults(**cfg)

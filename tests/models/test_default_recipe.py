@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from timm_odevit.train import locate_script
+from timm_odevit.cli.scripts import locate_script
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CIFAR = ROOT.parent / 'shared' / 'data' / 'cifar10'

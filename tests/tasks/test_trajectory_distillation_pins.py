@@ -118,7 +118,7 @@ def test_compile_compiles_the_student_and_keeps_the_loss():
 
 
 def test_wrapper_refuses_trajectory_flags_without_the_trajectory_type():
-    from timm_odevit.train import TRAJECTORY_DEFAULTS, check_distillation_args
+    from timm_odevit.cli.train import TRAJECTORY_DEFAULTS, check_distillation_args
     args = argparse.Namespace(kd_distill_type='logit', kd_model_name='vit_tiny_patch16_224', **TRAJECTORY_DEFAULTS)
     check_distillation_args(args)
     args.kd_teacher_checkpoint = 'teacher.pth.tar'

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from timm_odevit.train import locate_script
+from timm_odevit.cli.scripts import locate_script
 from tools import speed
 
 
