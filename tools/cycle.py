@@ -175,6 +175,9 @@ def read_run(run_dir) -> Dict[str, Any]:
     for name in ('args.yaml', SUMMARY, 'model_best.pth.tar'):
         if not (run_dir / name).is_file():
             raise ValueError(f'{run_dir} is not a finished train.py run: {name} is missing')
+    if not (run_dir / 'train_time.json').is_file():
+        raise ValueError(f'{run_dir} has no train_time.json (its wall time and machine, which the record needs): '
+                         'train release cycles with python -m tools.train')
     try:
         args = yaml.safe_load((run_dir / 'args.yaml').read_text()) or {}
     except yaml.YAMLError as e:
@@ -189,8 +192,7 @@ def read_run(run_dir) -> Dict[str, Any]:
                          'held-out split, or the file is damaged')
     if args.get('eval_metric', 'top1') != 'top1':
         raise ValueError(f"the run selected on {args['eval_metric']!r}, not top1: its model_best is not comparable")
-    timing = run_dir / 'train_time.json'
-    return {'dir': run_dir, 'args': args, 'rows': rows, 'train_time': read_json(timing) if timing.is_file() else {},
+    return {'dir': run_dir, 'args': args, 'rows': rows, 'train_time': read_json(run_dir / 'train_time.json'),
             # train.py validates the EMA after the raw weights and logs / selects by the EMA's metric
             'weights': 'ema' if args.get('model_ema') and not args.get('model_ema_force_cpu') else 'raw'}
 

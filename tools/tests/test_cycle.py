@@ -235,6 +235,9 @@ def test_damaged_run_files_are_named(tmp_path):
     (run / 'summary.csv').write_text('epoch,eval_top1\n0,nan%\n')
     with pytest.raises(ValueError, match='summary.csv has no rows of epoch and eval_top1'):
         cycle.read_run(run)
+    (run / 'train_time.json').unlink()  # a run of timm_odevit.train, not tools.train: no wall time to record
+    with pytest.raises(ValueError, match='no train_time.json .* python -m tools.train'):
+        cycle.read_run(run)
 
 
 @pytest.mark.parametrize('args, name', [
