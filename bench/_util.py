@@ -13,9 +13,10 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from timm_odevit._checks import write_atomic
-from timm_odevit.model_card import gmacs
 
 CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(CHECKOUT))  # tools/ (release tooling, not installed)
+from tools.card_extras import gmacs  # noqa: E402
 RESULTS = CHECKOUT / 'bench' / 'results'
 
 
@@ -194,7 +195,7 @@ def save_figure(fig, path: pathlib.Path, **savefig_kwargs) -> pathlib.Path:
 
 def gflops(model: torch.nn.Module) -> float:
     """GFLOPs of one forward at batch 1 and the model's default input size (multiply-add = 2 FLOPs), attention
-    included (:func:`timm_odevit.model_card.gmacs`)."""
+    included (:func:`tools.card_extras.gmacs`)."""
     was_training = model.training
     count = 2 * gmacs(model)
     model.train(was_training)

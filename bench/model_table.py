@@ -4,7 +4,7 @@ ODE-ViT models whose registered default is not the trained grid get a second row
 (every ODE-ViT accuracy, matched baseline and release is trained on that grid).
 
 FLOPs: one forward at batch 1 and the default input size, counted by torch.utils.flop_counter with the
-attention products included (timm_odevit.model_card.gmacs; a multiply-add = 2 FLOPs); GFLOPs reported. Prints a markdown table and writes
+attention products included (tools.card_extras.gmacs; a multiply-add = 2 FLOPs); GFLOPs reported. Prints a markdown table and writes
 bench/results/model_table.json.
 
     python bench/model_table.py

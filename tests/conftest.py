@@ -22,7 +22,7 @@ def _install_releases() -> None:
     """Released folders into the session's HF cache under their hf_hub_id: pretrained=True on the
     registered tags then runs timm's real hub download code, offline."""
     from timm.models import get_pretrained_cfg
-    from timm_odevit.hub import install_in_hf_cache
+    from _hf_cache import install_in_hf_cache
     for config in sorted(RELEASE_DIR.glob('*/record.json')):  # releases; other folders (a teacher's cycles) are not
         cfg = get_pretrained_cfg(config.parent.name)  # the folder is named like its registered tag
         if cfg is None or not cfg.hf_hub_id:

@@ -159,7 +159,7 @@ def test_a_figure_whose_drawing_fails_leaves_the_old_picture(tmp_path):
 def test_gflops_is_twice_the_package_count_and_keeps_the_training_mode():
     import timm
     import timm_odevit  # noqa: F401
-    from timm_odevit.model_card import gmacs
+    from tools.card_extras import gmacs
     model = timm.create_model('vit_tiny_cifar_params_matched').train()
     flops = _util.gflops(model)
     assert model.training  # as it came in (gmacs leaves it in eval mode)

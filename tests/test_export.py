@@ -142,6 +142,9 @@ def test_weights_are_as_readable_as_the_other_files(tmp_path, eval_dir):
 def test_target_folder_is_clean_and_no_partial_folders_are_left(tmp_path, eval_dir, monkeypatch):
     out = tmp_path / 'out'
     hub.export(str(_checkpoint(tmp_path / 'run1' / 'last.pth.tar', summary=True)), str(out), eval_dir=str(eval_dir))
+    assert sorted(p.name for p in out.iterdir()) == ['README.md', 'config.json', 'model.safetensors']
+    from tools.card_extras import extend_card
+    extend_card(out, tmp_path / 'run1', {})  # a release's extras: replaced with the folder
     assert {'summary.csv', 'learning_curve.png'} <= {p.name for p in out.iterdir()}
     hub.export(str(_checkpoint(tmp_path / 'run2' / 'last.pth.tar')), str(out), eval_dir=str(eval_dir))
     assert sorted(p.name for p in out.iterdir()) == ['README.md', 'config.json', 'model.safetensors']

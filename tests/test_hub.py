@@ -14,6 +14,7 @@ from safetensors.torch import load_file, save_file
 
 import timm_odevit  # noqa: F401
 from timm_odevit import hub
+from _hf_cache import install_in_hf_cache
 
 CIFAR = pathlib.Path(__file__).resolve().parents[1].parent / 'shared' / 'data' / 'cifar10'
 
@@ -87,7 +88,7 @@ def test_local_dir_loads_weights_and_solver(exported):
 
 def test_hf_hub_path_offline_from_the_cache(exported):
     folder, model, _ = exported
-    hub.install_in_hf_cache(folder, 'timm-odevit/odevit_tiny_cifar.test')
+    install_in_hf_cache(folder, 'timm-odevit/odevit_tiny_cifar.test')
     assert os.environ['HF_HUB_OFFLINE'] == '1'
     _same_logits(timm.create_model('hf-hub:timm-odevit/odevit_tiny_cifar.test', pretrained=True), model)
     # a registered name whose pretrained_cfg carries the hf_hub_id goes through the same download code
@@ -168,7 +169,7 @@ def test_publish_dry_run_never_shows_the_token(exported, monkeypatch, capsys):
     monkeypatch.setenv('HF_TOKEN', 'hf_secret_value_123')
     hub.publish_main([str(exported[0]), '--repo-id', 'timm-odevit/odevit_tiny_cifar.test', '--dry-run'])
     out = capsys.readouterr()
-    assert 'would upload README.md, config.json, learning_curve.png, model.safetensors, summary.csv' in out.out
+    assert 'would upload README.md, config.json, model.safetensors to' in out.out
     assert 'hf_secret_value_123' not in out.out + out.err
 
 
@@ -216,10 +217,26 @@ def test_card_carries_details_labels_curve_and_citation(exported):
     assert timm.create_model(f'local-dir:{folder}', pretrained=True).pretrained_cfg['label_names'][3] == 'cat'
     card = (folder / 'README.md').read_text()
     assert 'pipeline_tag: image-classification' in card and 'license: apache-2.0' in card
-    for row in ('| parameters |', '| GMACs |', '| image size | 32 × 32 |', '| depth | rk4, 3 steps',
-                '| training hardware | Test CPU, 2 CPU cores, 2 threads |', '| training wall time | 1.0 h (2 epochs',
-                '| epochs | 1 |'):
+    for row in ('| parameters |', '| image size | 32 × 32 |', '| depth | rk4, 3 steps', '| epochs | 1 |'):
         assert row in card, row
+    assert '@misc{boned2025odevit' in card and 'eprint = {2511.16501}' in card
+    assert 'GMACs' not in card and 'summary.csv' not in card  # a release's extras (tools/card_extras.py)
+
+
+def test_a_releases_card_extras(exported, tmp_path):
+    """tools/card_extras.py adds to an exported folder what a release's card also gives: GMACs, hardware, wall
+    time, the recipe line and the run's summary.csv drawn as a learning curve."""
+    from tools.card_extras import extend_card
+    folder = tmp_path / exported[0].name
+    shutil.copytree(exported[0], folder)
+    args = {'epochs': 1, 'lr': 1e-3, 'color_jitter': 0.0, 'mixup': 0.0, 'model_ema': False, 'model_ema_decay': 0.999}
+    extend_card(folder, exported[0].parent, args)
+    card = (folder / 'README.md').read_text()
+    for row in ('| parameters |', '| GMACs |', '| image size | 32 × 32 |',
+                '| training hardware | Test CPU, 2 CPU cores, 2 threads |', '| training wall time | 1.0 h (2 epochs'):
+        assert row in card, row
+    assert card.index('| parameters |') < card.index('| GMACs |') < card.index('| image size |')
+    assert card.index('| training wall time |') < card.index('| top-1 ')
     assert '![validation top-1 per epoch](learning_curve.png)' in card
     assert '[summary.csv](summary.csv)' in card  # the run's per-epoch record is in the folder, as train.py wrote it
     assert (folder / 'summary.csv').read_text().splitlines()[2].startswith('1,2.0,1.9,30.25')
@@ -228,7 +245,8 @@ def test_card_carries_details_labels_curve_and_citation(exported):
     from PIL import Image
     with Image.open(folder / 'learning_curve.png') as img:
         assert img.size[0] > 300
-    assert '@misc{boned2025odevit' in card and 'eprint = {2511.16501}' in card
+    assert card.index('## Learning curve') < card.index('## Citation')
+    hub.verify_folder(folder)
 
 
 @pytest.mark.parametrize('kd, shown, hidden', [
@@ -242,11 +260,14 @@ def test_card_carries_details_labels_curve_and_citation(exported):
 ])
 def test_card_recipe_names_the_teacher_and_the_mapping(kd, shown, hidden):
     from timm_odevit.model_card import model_card
+    from tools.card_extras import with_extras
     args = {'epochs': 2, 'lr': 5e-4, 'kd_model_name': None, 'kd_distill_type': 'logit', 'kd_mapping': 'uniform',
             'kd_teacher_checkpoint': None, 'kd_model_kwargs': {}, **kd}  # train.py's defaults, then the run's
-    card = model_card('odevit_tiny_cifar', timm.create_model('odevit_tiny_cifar', steps=2),
+    model = timm.create_model('odevit_tiny_cifar', steps=2)
+    card = model_card('odevit_tiny_cifar', model,
                       {'top1': 50., 'top5': 90., 'images': 100, 'split': 'val', 'dataset': 'cifar10'},
                       {'architecture': 'odevit_tiny_cifar', 'train_args': args})
+    card = with_extras(card, model, args, {})
     recipe = re.search(r'Training: timm train.py.*?\n\((.*?)\)', card, re.S).group(1)
     assert all(s in recipe for s in shown) and not any(h in recipe for h in hidden), recipe
 
@@ -269,6 +290,7 @@ def test_user_text_cannot_change_the_cards_structure():
     """A '|' split the details row, HTML went in raw, a '# comment' line of a multi-line --train-command became a
     heading: user text is escaped, the command fenced."""
     from timm_odevit.model_card import model_card
+    from tools.card_extras import with_extras
     command = 'python -m timm_odevit.train \\\n  --lr 1e-3\n# comment\n| a | b |\n<script>x()</script>\n```'
     plain = dict(top1=50., top5=90., images=100, split='test', dataset='cifar10', dataset_name='CIFAR-10')
     info = dict(architecture='odevit_tiny_cifar', checkpoint_file='a|b<i>.pth.tar', model_kwargs={'note': 'x|y'},
@@ -277,8 +299,10 @@ def test_user_text_cannot_change_the_cards_structure():
     model = timm.create_model('odevit_tiny_cifar', steps=2)
     card = model_card('odevit_tiny_cifar', model, dict(plain, dataset_name='my|data <b>x</b>'), info,
                       train_command=command)
+    card = with_extras(card, model, info['train_args'], info['train_time'], 'a|b', curve=True)
     reference = model_card('odevit_tiny_cifar', model, plain, dict(architecture='odevit_tiny_cifar'),
                            train_command='python -m timm_odevit.train')
+    reference = with_extras(reference, model, {}, {}, curve=True)
     outside = _outside_fences(card.split('\n---\n', 1)[1])  # the markdown after the front matter (YAML, quoted)
     headings = [line for line in outside if line.startswith('#')]
     assert headings == [line for line in _outside_fences(reference) if line.startswith('#')], headings
@@ -308,7 +332,7 @@ def test_cards_of_timms_own_vits_cite_the_vit_paper_and_timm():
 
 def test_every_code_block_of_the_card_runs_as_written(exported, capsys):
     folder, _, _ = exported
-    hub.install_in_hf_cache(folder, 'timm-odevit/odevit_tiny_cifar.test')
+    install_in_hf_cache(folder, 'timm-odevit/odevit_tiny_cifar.test')
     blocks = re.findall(r'```python\n(.*?)```', (folder / 'README.md').read_text(), re.S)
     assert len(blocks) == 2
     for code in blocks:
@@ -492,19 +516,23 @@ def test_files_that_are_cut_or_hand_edited_are_named(exported, tmp_path, eval_di
     run.mkdir()
     torch.save({'arch': 'odevit_tiny_cifar', 'args': argparse.Namespace(model_kwargs={'steps': 2}),
                 'state_dict': model.state_dict()}, run / 'last.pth.tar')
+    from tools.card_extras import extend_card
+    out = tmp_path / 'out'
+    shutil.copytree(exported[0], out)
+    card = (out / 'README.md').read_text()
     (run / 'train_time.json').write_text('{"epochs": {"0": 1')
     with pytest.raises(ValueError, match=f'cannot read {run / "train_time.json"}'):
-        hub.export(str(run / 'last.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+        extend_card(out, run, {})
     for edited in ('{"seconds": "abc", "epochs": {}}', '{"foo": 1}'):  # were a raw TypeError / KeyError
         (run / 'train_time.json').write_text(edited)
         with pytest.raises(ValueError, match=f'{run / "train_time.json"} needs "seconds"'):
-            hub.export(str(run / 'last.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+            extend_card(out, run, {})
     (run / 'train_time.json').unlink()
     for edited in ('garbage\x00\x01', 'epoch,train_loss\n0,2.3\n', 'epoch,eval_top1\nzero,1\n'):  # were published
         (run / 'summary.csv').write_text(edited)
         with pytest.raises(ValueError, match=str(run / 'summary.csv')):
-            hub.export(str(run / 'last.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
-    assert not (tmp_path / 'out').exists()
+            extend_card(out, run, {})
+    assert (out / 'README.md').read_text() == card and not (out / 'summary.csv').exists()
 
 
 def test_an_odeified_vit_with_train_depth_saved_with_save_for_hf_reloads(tmp_path):
@@ -591,7 +619,7 @@ def test_gmacs_counts_attention_as_the_math_kernel_does():
     # torch's counter has no formula for the fused CPU attention kernel; the math kernel decomposes into counted bmms
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
-    from timm_odevit.model_card import gmacs
+    from tools.card_extras import gmacs
     model = timm.create_model('odevit_tiny_cifar', steps=2).train()
     counter = FlopCounterMode(display=False)
     with sdpa_kernel(SDPBackend.MATH), counter, torch.no_grad():

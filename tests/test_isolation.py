@@ -63,7 +63,7 @@ def test_plots_leave_the_matplotlib_backend_alone(tmp_path):
         matplotlib.use('svg')
         import pathlib, timm, torch
         from timm_odevit import inspect_cli
-        from timm_odevit.model_card import plot_learning_curve
+        from tools.card_extras import plot_learning_curve
         plot_learning_curve([{{'epoch': 0, 'eval_top1': 10.}}, {{'epoch': 1, 'eval_top1': 20.}}],
                             pathlib.Path('{tmp_path}') / 'curve.png', 'curve')
         model = timm.create_model('odevit_tiny_cifar', steps=2)

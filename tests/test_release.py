@@ -146,7 +146,7 @@ def test_other_model_folders_load_through_local_dir_as_their_cards_say(folder):
 
 @pytest.mark.parametrize('folder', RELEASES + FOLDERS, ids=lambda p: p.name)
 def test_model_card_gmacs_is_what_the_model_counts(folder):
-    from timm_odevit.model_card import gmacs
+    from tools.card_extras import gmacs
     stated = re.search(r'^\| GMACs \| ([\d.]+) \|$', (folder / 'README.md').read_text(), re.M)
     model = timm.create_model(f'local-dir:{folder}', pretrained=False)
     assert stated and float(stated.group(1)) == round(gmacs(model), 3)

@@ -32,6 +32,7 @@ standard error (a checkpoint for every budget, not one bought with the budget it
 import argparse
 import csv
 import hashlib
+import importlib.util
 import io
 import json
 import math
@@ -43,6 +44,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from timm_odevit._checks import read_json
 
 from .atomic import recover, swap_folder, write_atomic
+from .card_extras import extend_card, with_extras
 
 RECORD = 'record.json'
 SUMMARY = 'summary.csv'
@@ -555,6 +557,8 @@ def init_record(release_dir, run_dir, command: str, eval_dir: str, eval_split: s
         raise ValueError(f"{release_dir / 'README.md'} states test top-1 {card_top1(release_dir)}, the weights measure "
                          f"{metrics['top1']:.2f} on {eval_dir}/{eval_split}: export the folder again")
     test_predictions(release_dir, eval_dir, eval_split, metrics['top1'])
+    if '| GMACs |' not in (release_dir / 'README.md').read_text():  # as odevit-export wrote it: the release's extras
+        extend_card(release_dir, run['dir'], run['args'], eval_split)
     cycle0 = cycle_entry(0, command, run, best, held, {'setting': speed_of(run['args'])}, metrics,
                          test_top1_before=None, per_epoch_record=(release_dir / SUMMARY).is_file(), note=note)
     record = new_record({'tag': release_dir.name, 'cycles': [cycle0]}, release_dir, run, best, held, metrics)
@@ -645,6 +649,7 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     staging = release_dir.with_name(f'.{release_dir.name}.cycle-{uuid.uuid4().hex[:8]}')
     staging.mkdir()  # with the umask's permissions (tempfile's folders are private)
     try:  # the new folder is built whole in staging, then swapped in: an interruption leaves the old or the new one
+        import timm
         from timm_odevit.hub import DEFAULT_GRIDS, export
         folder = staging / release_dir.name
         metrics = export(best['checkpoint'], str(folder), use_ema=best['weights'] == 'ema', eval_dir=eval_dir,
@@ -668,10 +673,13 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
             cycle0_curve.name == CYCLE0_CURVE or cycle == record['cycles'][0]['cycle'] + 1)
         if keep_cycle0:  # cycle 0's own curve: the folder's curve before the first cycle redraws it
             write_atomic(folder / CYCLE0_CURVE, cycle0_curve.read_bytes())
-        if (folder / CURVE).is_file():  # export drew one (matplotlib installed): draw the curve across cycles
+        curve = importlib.util.find_spec('matplotlib') is not None
+        if curve:  # the curve across cycles
             plot_cycles(rows, record, folder / CURVE, f'{release_dir.name}: validation top-1 across training cycles')
         card = folder / 'README.md'
-        write_atomic(card, with_section(card.read_text(), card_section(record, cycle0_curve=keep_cycle0)))
+        model = timm.create_model(f'local-dir:{folder}', pretrained=True)
+        text = with_extras(card.read_text(), model, run['args'], run['train_time'], eval_split, curve, log=True)
+        write_atomic(card, with_section(text, card_section(record, cycle0_curve=keep_cycle0)))
         write_record(folder, record)
         swap_folder(folder, release_dir, package_dir)
     finally:

@@ -1,99 +1,22 @@
-"""The weights of a train.py checkpoint or state dict: which ones to take (EMA or raw), their checks, and the
-filter that fits them to a model (timm's ViT filter, stage heads, pooling heads)."""
+"""The filter that fits pretrained weights to a model: timm's ViT filter, stage heads, pooling heads (reading and
+checking weights: :mod:`timm_odevit.checkpoint`)."""
 import contextlib
 import logging
-from typing import Any, Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 import torch
 from torch import nn
-from timm.models import clean_state_dict
 from timm.models.vision_transformer import (
     VisionTransformer,
     checkpoint_filter_fn as vit_checkpoint_filter_fn,
 )
 
+from ..checkpoint import check_state_dict, checkpoint_weights
 from ._common import ContinuousDepthViT, _pos_embed_prefix
 
 _logger = logging.getLogger(__name__)
 
 POOLING_HEAD = ('norm.', 'fc_norm.', 'attn_pool.')
-
-
-def selected_weights(ckpt: Dict[str, Any]) -> str:
-    """Which weights a train.py run selected on: 'ema' when it validated its EMA weights (--model-ema without
-    --model-ema-force-cpu: train.py then logs and checkpoints by the EMA's metric), else 'raw'."""
-    ema = isinstance(ckpt.get('state_dict_ema'), dict) and not getattr(
-        ckpt.get('args'), 'model_ema_force_cpu', False
-    )
-    return 'ema' if ema else 'raw'
-
-
-def checkpoint_weights(
-    ckpt: Any, use_ema: Optional[bool] = None, source: str = 'checkpoint'
-) -> Dict[str, Any]:
-    """The state dict of a train.py checkpoint (``use_ema`` None: the weights its run selected on, see
-    :func:`selected_weights`; True / False: EMA / raw) or a bare state dict, with DDP's ``module.`` and
-    torch.compile's ``_orig_mod.`` prefixes stripped (timm's ``clean_state_dict``)."""
-    if not isinstance(ckpt, dict):
-        raise ValueError(
-            f'{source} holds a {type(ckpt).__name__}, not a state dict: give a train.py checkpoint'
-        )
-    if any(isinstance(ckpt.get(k), dict) for k in ('state_dict', 'state_dict_ema', 'model')):
-        ema = selected_weights(ckpt) == 'ema' if use_ema is None else use_ema
-        key = (
-            'state_dict_ema'
-            if ema
-            else next((k for k in ('state_dict', 'model') if k in ckpt), 'state_dict')
-        )
-        if not isinstance(ckpt.get(key), dict):
-            raise KeyError(
-                f'{source} has no {key!r}: train with --model-ema for EMA weights, or take the raw ones'
-            )
-        ckpt = ckpt[key]
-    return clean_state_dict(ckpt)
-
-
-def check_state_dict(
-    model: torch.nn.Module,
-    state: Dict[str, torch.Tensor],
-    source: str = 'checkpoint',
-    allow: tuple = (),
-) -> None:
-    """ValueError naming missing / unexpected / mis-shaped / non-finite / integer keys (``allow``: key prefixes
-    exempt, e.g. a classifier that timm adapts or drops afterwards)."""
-    if not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ValueError(
-            f'{source} is not a state dict of tensors: give a weights file of this model'
-        )
-    non_finite = sorted(k for k, v in state.items() if v.is_floating_point() and not v.is_meta
-                        and not bool(torch.isfinite(v).all()))
-    if non_finite:
-        raise ValueError(
-            f'{source} holds NaN/Inf in {len(non_finite)} tensors ({non_finite[:4]}): use weights saved '
-            'before training diverged'
-        )
-    own = {k: v for k, v in model.state_dict().items() if not k.startswith(allow)}
-    state = {k: v for k, v in state.items() if not k.startswith(allow)}
-    common = sorted(set(own) & set(state))
-    wrong_type = [f'{k}: {state[k].dtype}' for k in common
-                  if own[k].is_floating_point() and not state[k].is_floating_point()]
-    if wrong_type:
-        raise ValueError(
-            f'{source} holds integer tensors for floating-point parameters ({wrong_type[:4]}): it is '
-            'corrupted or not weights of this model'
-        )
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
-    shapes = [f'{k}: {tuple(state[k].shape)} vs model {tuple(own[k].shape)}' for k in common
-              if state[k].shape != own[k].shape]
-    problems = [f'{len(missing)} missing keys {missing[:4]}' if missing else '',
-                f'{len(unexpected)} unexpected keys {unexpected[:4]}' if unexpected else '',
-                f'shape mismatches {shapes[:4]}' if shapes else '']
-    if any(problems):
-        raise ValueError(
-            f'{source} does not match {type(model).__name__} '
-            f'({"; ".join(p for p in problems if p)}): build the model the weights were saved from'
-        )
 
 
 def checkpoint_filter_fn(
