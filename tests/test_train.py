@@ -3,6 +3,7 @@ train.py (found at $TIMM_TRAIN_PY, in the cache, or in ../shared/timm beside the
 import argparse
 import glob
 import io
+import itertools
 import json
 import os
 import pathlib
@@ -106,7 +107,10 @@ def test_capped_auto_augment_runs_with_the_installed_pillow():
 @pytest.mark.parametrize('path', sorted(glob.glob(str(ROOT / 'train_configs' / '*.yaml'))), ids=os.path.basename)
 def test_train_configs_name_a_claim_and_build(path):
     text = pathlib.Path(path).read_text()
-    assert '# Claim:' in text and '# Cost' in text
+    header = list(itertools.takewhile(lambda line: line.startswith('#'), text.splitlines()))
+    # the claim, the data, the cost, the command: the history is in the release folder or docs/recipes.md
+    assert header[0].startswith('# Claim:') and any(line.startswith('# Cost') for line in header)
+    assert len(header) <= 5 and max(map(len, header)) <= 120
     cfg = yaml.safe_load(text)
     with torch.device('meta'):
         model = timm.create_model(cfg['model'], num_classes=cfg.get('num_classes'), **(cfg.get('model_kwargs') or {}))

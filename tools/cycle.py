@@ -47,6 +47,7 @@ from .atomic import recover, swap_folder, write_atomic
 from .card_extras import extend_card, with_extras
 
 RECORD = 'record.json'
+HISTORY = 'HISTORY.md'
 SUMMARY = 'summary.csv'
 CURVE = 'learning_curve.png'
 CYCLE0_CURVE = 'learning_curve_cycle0.png'  # a first release's own curve, kept when it has no per-epoch record
@@ -673,6 +674,8 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
             cycle0_curve.name == CYCLE0_CURVE or cycle == record['cycles'][0]['cycle'] + 1)
         if keep_cycle0:  # cycle 0's own curve: the folder's curve before the first cycle redraws it
             write_atomic(folder / CYCLE0_CURVE, cycle0_curve.read_bytes())
+        if (release_dir / HISTORY).is_file():  # why each recipe changed: kept across cycles
+            write_atomic(folder / HISTORY, (release_dir / HISTORY).read_bytes())
         curve = importlib.util.find_spec('matplotlib') is not None
         if curve:  # the curve across cycles
             plot_cycles(rows, record, folder / CURVE, f'{release_dir.name}: validation top-1 across training cycles')

@@ -461,7 +461,8 @@ def test_an_improved_cycle_replaces_the_release_and_extends_its_record(release, 
         p == t for p, t in zip(predictions['predicted'], labels)) / len(labels) == pytest.approx(out['test_top1'], abs=5e-3)
     assert (release / 'learning_curve.png').stat().st_size > 1000
 
-    # a second cycle extends the same record; the card keeps one section
+    # a second cycle extends the same record; the card keeps one section, the folder its HISTORY.md
+    (release / cycle.HISTORY).write_text('# why the recipe changed\n')
     run2 = run_of('odevit_cycle2', state=_model(3).state_dict(), ema=_model(4).state_dict(), rows=((0, 60.0), (1, 72.5)))
     assert cycle.release_cycle(run2, release, COMMAND + ' --seed 1', eval_dir=str(data), grids=())['cycle'] == 2
     record = cycle.read_record(release)
@@ -469,6 +470,7 @@ def test_an_improved_cycle_replaces_the_release_and_extends_its_record(release, 
     assert [r['cycle'] for r in csv.DictReader(open(release / 'summary.csv'))].count('2') == 2
     card = (release / 'README.md').read_text()
     assert card.count('## Training cycles') == 1 and '--seed 1' in card
+    assert (release / cycle.HISTORY).read_text() == '# why the recipe changed\n'
 
 
 def test_a_first_release_without_per_epoch_record_keeps_its_curve(release, run_of, data):
