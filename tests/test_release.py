@@ -104,7 +104,8 @@ def test_model_card_accuracy_is_what_the_weights_predict(folder, tmp_path):
     so do the record-only cycles, whose weights are restored from git history as their cards say."""
     import random
     from timm.data import resolve_data_config
-    from timm_odevit.evaluation import CheckedImages, eval_transform, image_folder
+    from timm_odevit.data import image_folder
+    from timm_odevit.loader import CheckedImages, eval_transform
     recorded = json.loads((folder / 'test_predictions.json').read_text())
     if not CIFAR.is_dir():
         pytest.skip(f'{CIFAR} not found')

@@ -8,7 +8,7 @@ Two ways to spend less compute than the model's grid:
   consecutive steps; :class:`Confident`: the top softmax probability reached ``threshold``; rules
   combine with ``|`` and ``&``). Finished images leave the batch, so later field evaluations run on
   fewer images and wall time falls with the NFE. Returns the predictions and the NFE each image used.
-* **A fixed budget** (:func:`accuracy_at_budgets`, :func:`best_grid_for_budget`): top-1 at several
+* **A fixed budget** (:func:`accuracy_at_budgets`, :func:`best_grid_for_budget`, from :mod:`.evaluation`): top-1 at several
   grids, *measured on the data you pass* (nothing is stored with the weights), and the best measured
   grid within a budget of field evaluations per image.
 
@@ -17,35 +17,20 @@ Two ways to spend less compute than the model's grid:
     model = timm.create_model('odevit_tiny_cifar.c10', pretrained=True).eval()
     pred, logits, nfe, steps = early_exit(model, images, rule=Settled(patience=2) | Confident(0.9))
 """
-import contextlib
-import math
-import time
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import NamedTuple, Optional
 
 import torch
 from torch import nn
 
 from ._checks import check_int, is_int, is_real
-from .layers.depth_stack import ContinuousDepthStack, depth_stack
+from .evaluation import accuracy_at_budgets, best_grid_for_budget, eval_mode  # noqa: F401  (part of this API)
+from .layers.depth_stack import depth_stack
 from .models._common import embed_tokens
 
 __all__ = [
     'ExitRule', 'Settled', 'Confident', 'Readout', 'EarlyExit', 'early_exit',
     'accuracy_at_budgets', 'best_grid_for_budget',
 ]
-
-
-@contextlib.contextmanager
-def eval_mode(model: torch.nn.Module):
-    """Eval mode for the duration (dropout off: deterministic), then every module's own mode back, by name: the
-    interval modules that a grid change replaced on the way get the mode of those they replaced."""
-    modes = {name: m.training for name, m in model.named_modules()}
-    model.eval()
-    try:
-        yield model
-    finally:
-        for name, m in model.named_modules():
-            m.training = modes.get(name, modes[''])
 
 
 # ---- exit rules ----------------------------------------------------------------------------------
@@ -242,144 +227,3 @@ def early_exit(
             previous = prediction[~done]
             unchanged = unchanged[~done]
     return EarlyExit(predictions, logits_out, nfe, steps)
-
-
-# ---- fixed budgets -----------------------------------------------------------------------------------
-GridSpec = Union[int, Tuple[str, int], Dict[str, object]]
-
-
-def _grid_changes(stack: ContinuousDepthStack, grid: GridSpec) -> Tuple[str, Dict[str, object]]:
-    """A grid spec -> (label, changes): an int = steps of the current method (iterations of a recurrence),
-    ``(method, steps)``, or a dict of ``set_solver`` settings."""
-    if is_int(grid):
-        return f'{stack.solver.method} {grid}', {'steps': check_int('grid steps', grid)}
-    if isinstance(grid, tuple) and len(grid) == 2 and isinstance(grid[0], str):
-        method, steps = grid
-        return f'{method} {steps}', {
-            'method': method,
-            'steps': check_int(f'grid {grid!r}: steps', steps),
-        }
-    if isinstance(grid, dict) and grid:
-        return ', '.join(f'{k}={v}' for k, v in grid.items()), dict(grid)
-    raise ValueError(
-        f'bad grid {grid!r}: give steps (int), (method, steps) such as ("euler", 6), or set_solver kwargs'
-    )
-
-
-def _regime_error(label: str, solver) -> str:
-    """Why grid ``label`` is not a budget of a model integrated by ``solver``: it switches between the recurrence and
-    an ODE method, another model of the same block rather than the same model at another cost."""
-    if solver.method == 'recurrence':
-        return (
-            f"grid {label!r}: the model iterates its block as a recurrence, which no ODE method approximates, so "
-            "another method is another model, not a budget of this one: give iterations (ints, or ('recurrence', "
-            "n)); to measure the block as an ODE, set_solver(method=...) first"
-        )
-    return (
-        f"grid {label!r}: the model integrates an ODE ({solver.method}), and the recurrence is a model of its own, "
-        "not a grid of this ODE: give steps of an ODE method"
-    )
-
-
-def accuracy_at_budgets(
-    model: nn.Module,
-    loader: Iterable,
-    grids: Sequence[GridSpec] = (2, 3, 4, 6, 8, 12, 16, 24),
-    device: Optional[Union[str, torch.device]] = None,
-) -> List[Dict[str, object]]:
-    """Top-1 of ``model`` at each grid, **measured on the data ``loader`` yields** (batches of images and
-    integer class targets); nothing is read from or stored with the weights, so the numbers are as good
-    as that data is representative (use held-out data, not the test set you report on).
-
-    ``grids``: ints (steps of the model's current method; iterations of a recurrent bViT), ``(method,
-    steps)`` pairs such as ``('euler', 6)``, or dicts of ``set_solver`` settings (e.g. ``{'method':
-    'dopri5', 'rtol': 1e-3}``, whose NFE is counted); a grid that switches between the recurrence and an ODE
-    method is refused (another model, not a budget). The loader is read once; every grid sees every batch.
-    Runs without gradients in eval mode; the model's solver, recorded model args and module modes are
-    restored afterwards, also on error. ``device``: where the batches go (default: the model's device).
-
-    Returns one row per grid: ``{'grid': label, 'changes': the set_solver / set_iterations settings,
-    'nfe': mean field evaluations per image, 'top1': %, 'images': n, 'seconds': forward time}``.
-    """
-    stack = depth_stack(model)
-    # NumPy arrays too
-    if isinstance(grids, (str, bytes)) or not hasattr(grids, '__len__') or not len(grids):
-        raise ValueError(f'grids must be a non-empty list of grids, got {grids!r}')
-    original = stack.solver
-    specs = [_grid_changes(stack, g) for g in grids]
-    for label, changes in specs:  # validate every grid before measuring anything
-        try:
-            changed = original.replace(**changes)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f'bad grid {changes}: {e}') from None
-        if (changed.method == 'recurrence') != (original.method == 'recurrence'):
-            raise ValueError(_regime_error(label, original))
-    params = next(model.parameters(), None)
-    model_device = params.device if params is not None else torch.device('cpu')
-    device = model_device if device is None else torch.device(device)
-    if device.type != model_device.type or device.index not in (None, model_device.index):
-        raise ValueError(
-            f'device={device} but the model is on {model_device}: move it first (model.to(device))'
-        )
-    sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
-    totals = [{'correct': 0, 'images': 0, 'evals': 0, 'seconds': 0.} for _ in specs]
-    # the modes come back after the model's own grid (its interval modules)
-    with torch.no_grad(), eval_mode(model):
-        try:
-            for batch in loader:
-                if not isinstance(batch, (tuple, list)) or len(batch) < 2:
-                    raise ValueError('the loader must yield (images, targets) batches')
-                images = batch[0].to(device)
-                targets = batch[1].to(device)
-                if targets.ndim != 1 or targets.is_floating_point() or len(targets) != len(images):
-                    raise ValueError(
-                        f'targets must be class indices (B,), got {targets.dtype} '
-                        f'{tuple(targets.shape)} for {len(images)} images: pass hard labels'
-                    )
-                if len(images) == 0:
-                    continue
-                for (_, changes), total in zip(specs, totals):
-                    stack.solver = original.replace(**changes)
-                    sync()
-                    t0 = time.perf_counter()
-                    logits = model(images)
-                    sync()
-                    total['seconds'] += time.perf_counter() - t0
-                    total['correct'] += int((logits.argmax(dim=-1) == targets).sum())
-                    total['images'] += len(images)
-                    total['evals'] += stack.nfe * len(images)
-        finally:
-            stack.solver = original  # the model args follow the solver back
-    if not totals[0]['images']:
-        raise ValueError('the loader yielded no images')
-    return [
-        {
-            'grid': label,
-            'changes': changes,
-            'nfe': t['evals'] / t['images'],
-            'top1': 100.0 * t['correct'] / t['images'],
-            'images': t['images'],
-            'seconds': t['seconds'],
-        }
-        for (label, changes), t in zip(specs, totals)
-    ]
-
-
-def best_grid_for_budget(table: Sequence[Dict[str, object]], max_nfe: float) -> Dict[str, object]:
-    """The row of :func:`accuracy_at_budgets` with the highest measured top-1 among the grids using at most
-    ``max_nfe`` field evaluations per image (ties: the cheaper grid). Apply it with
-    ``model.set_solver(**row['changes'])`` (a recurrent bViT's steps are its iterations). ValueError when no
-    measured grid fits the budget."""
-    if not is_real(max_nfe) or math.isnan(max_nfe):
-        raise ValueError(f'max_nfe must be a number of field evaluations, got {max_nfe!r}')
-    rows = list(table)
-    if not rows or not all(isinstance(r, dict) and {'nfe', 'top1'} <= set(r) for r in rows):
-        raise ValueError('table must be the non-empty list of rows accuracy_at_budgets returned')
-    fits = [r for r in rows if r['nfe'] <= max_nfe]
-    if not fits:
-        cheapest = min(rows, key=lambda r: r['nfe'])
-        raise ValueError(
-            f'no measured grid fits max_nfe={max_nfe:g}: the cheapest, {cheapest["grid"]}, uses '
-            f'{cheapest["nfe"]:g} field evaluations per image'
-        )
-    return max(fits, key=lambda r: (r['top1'], -r['nfe']))

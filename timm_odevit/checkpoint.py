@@ -189,7 +189,7 @@ def verify_folder(folder) -> None:
     pretrained=True)`` loads it: its config.json read as timm reads it, its weights exactly as saved, its
     preprocessing applied to a dummy image and one forward run."""
     from PIL import Image
-    from .evaluation import eval_transform, short
+    from .loader import eval_transform, short
     folder = pathlib.Path(folder)
     missing = [f for f in MODEL_FILES if not (folder / f).is_file()]
     if missing:

@@ -1,135 +1,35 @@
-"""Evaluation: top-1 / top-5 on an ImageFolder split with a model's own preprocessing (timm's eval transform), at
-other depths, and beyond the training horizon.
-
-Images are read as timm's ImageFolder reader finds them (timm's image extensions, class = folder), in the mode
-timm's scripts read them for the model (RGB, or L for one channel); an unreadable image raises an error naming
-the file, where timm's dataset logs it and silently serves the next image instead.
-"""
+"""Evaluation: top-1 / top-5 on an ImageFolder split with a model's own preprocessing, at other depths (grids
+of the model's solver, within a budget of field evaluations) and beyond the training horizon."""
 import contextlib
-import pathlib
+import math
 import sys
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+import time
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
+from torch import nn
 
 from ._checks import check_int, is_int, is_real
-from .anytime import accuracy_at_budgets, eval_mode
-from .data import image_folder, open_rgb
+from .layers.depth_stack import ContinuousDepthStack, depth_stack
+from .loader import batches, eval_loader
 
 # Euler steps of an ODE model / iterations of a recurrent one
 DEFAULT_GRIDS = (2, 3, 4, 6, 8, 12, 16, 24)
-DATA_KEYS = ('input_size', 'interpolation', 'mean', 'std', 'crop_pct', 'crop_mode')
-# what timm's eval transform takes
-INTERPOLATIONS = ('nearest', 'bilinear', 'bicubic', 'box', 'hamming', 'lanczos')
-CROP_MODES = ('center', 'squash', 'border')  # timm's; another is silently taken as 'center'
 
 
-# ---- data --------------------------------------------------------------------------------------------
-def short(items, n: int = 4) -> str:
-    items = list(items)
-    return str(items[:n])[:-1] + (f', … {len(items)} in all]' if len(items) > n else ']')
-
-
-def check_classes(model: torch.nn.Module, classes: List[str], where: str) -> None:
-    """ValueError unless the ImageFolder ``classes`` are the model's: as many as its head has outputs, and its
-    ``label_names`` (when its pretrained cfg has them) in the same order."""
-    num_classes = getattr(model, 'num_classes', None)
-    if num_classes != len(classes):
-        raise ValueError(
-            f'{where} has {len(classes)} classes ({short(classes)}) but the model classifies '
-            f'{num_classes}: evaluate it on the dataset it was trained for'
-        )
-    names = (getattr(model, 'pretrained_cfg', None) or {}).get('label_names')
-    if names and list(names) != list(classes):
-        raise ValueError(
-            f'{where} classes {short(classes)} are not the model\'s label_names {short(names)}'
-        )
-
-
-class CheckedImages(torch.utils.data.Dataset):
-    """(image, class) of a list of files, read in ``mode`` ('RGB', or 'L' for one channel, as timm's scripts read
-    them); an unreadable image raises naming the file."""
-
-    def __init__(self, samples: List[Tuple[str, int]], transform, mode: str = 'RGB'):
-        self.samples = samples
-        self.transform = transform
-        self.mode = mode
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, index: int):
-        path, target = self.samples[index]
-        return self.transform(open_rgb(path).convert(self.mode)), target
-
-
-def eval_transform(data_config: Dict[str, Any]):
-    """timm's eval transform of a resolved data config and the image mode it takes; ValueError for normalisation
-    that is not one value in [0, 1] (mean) or > 0 (std) per input channel, a crop or an interpolation timm would
-    silently replace."""
-    from timm.data import create_transform
-    channels = data_config['input_size'][0]
-    crop = data_config.get('crop_pct', 1)
-    mean = data_config['mean']
-    std = data_config['std']
-    if (
-        not all(
-            isinstance(v, (list, tuple)) and len(v) == channels and all(map(is_real, v))
-            for v in (mean, std)
-        )
-        or min(std) <= 0
-        or not all(0 <= m <= 1 for m in mean)
-    ):
-        raise ValueError(
-            f'pretrained_cfg mean {mean!r} and std {std!r} must each give {channels} values, mean in '
-            '[0, 1] and std > 0: fix them'
-        )
-    mode = data_config.get('crop_mode') or 'center'
-    interpolation = data_config.get('interpolation') or 'bilinear'
-    if (
-        not (is_real(crop) and 0 < crop <= 1)
-        or mode not in CROP_MODES
-        or interpolation not in INTERPOLATIONS
-    ):
-        raise ValueError(
-            f'pretrained_cfg crop_pct {crop!r} (in (0, 1]), crop_mode {mode!r} ({", ".join(CROP_MODES)}) '
-            f'or interpolation {interpolation!r} ({", ".join(INTERPOLATIONS)}) is not one timm applies'
-        )
-    return create_transform(**{k: data_config[k] for k in DATA_KEYS if k in data_config}), \
-        'RGB' if channels == 3 else 'L'
-
-
-def eval_loader(models: Sequence[torch.nn.Module], data_dir, split: str, batch_size: int = 250,
-                workers: int = 2) -> Tuple[List[str], torch.utils.data.DataLoader]:
-    """(classes, batches of (images, targets)) of ``data_dir/split`` with the models' shared eval preprocessing;
-    the classes are checked against every model."""
-    from timm.data import resolve_data_config
-    check_int('batch_size', batch_size)
-    configs = [resolve_data_config(model=m) for m in models]
-    if any(c != configs[0] for c in configs):
-        raise ValueError(
-            f'the models preprocess differently ({configs}): evaluate them one at a time'
-        )
-    classes, samples = image_folder(data_dir, split)
-    for m in models:
-        check_classes(m, classes, str(pathlib.Path(data_dir) / split))
-    transform, mode = eval_transform(configs[0])
-    images = CheckedImages(samples, transform, mode)
-    return classes, torch.utils.data.DataLoader(
-        images, batch_size=int(batch_size), num_workers=workers
-    )
-
-
-def batches(loader: Iterable) -> Iterable:
-    """The loader's batches; an unreadable image that a worker re-raises (its traceback in the message) is raised
-    with its own message, which names the file."""
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module):
+    """Eval mode for the duration (dropout off: deterministic), then every module's own mode back, by name: the
+    interval modules that a grid change replaced on the way get the mode of those they replaced."""
+    modes = {name: m.training for name, m in model.named_modules()}
+    model.eval()
     try:
-        yield from loader
-    except ValueError as e:
-        raise ValueError(str(e).strip().splitlines()[-1].removeprefix('ValueError: ')) from None
+        yield model
+    finally:
+        for name, m in model.named_modules():
+            m.training = modes.get(name, modes[''])
 
 
-# ---- accuracy ----------------------------------------------------------------------------------------------
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_size: int = 250,
              workers: int = 2, device: str = 'cpu', progress: bool = False) -> Dict[str, Any]:
@@ -258,3 +158,143 @@ def accuracy_vs_iterations(
         {'point': k + 1, 'time': (k + 1) * step, 'top1': 100.0 * correct[k].item() / total}
         for k in range(points)
     ]
+
+
+GridSpec = Union[int, Tuple[str, int], Dict[str, object]]
+
+
+def _grid_changes(stack: ContinuousDepthStack, grid: GridSpec) -> Tuple[str, Dict[str, object]]:
+    """A grid spec -> (label, changes): an int = steps of the current method (iterations of a recurrence),
+    ``(method, steps)``, or a dict of ``set_solver`` settings."""
+    if is_int(grid):
+        return f'{stack.solver.method} {grid}', {'steps': check_int('grid steps', grid)}
+    if isinstance(grid, tuple) and len(grid) == 2 and isinstance(grid[0], str):
+        method, steps = grid
+        return f'{method} {steps}', {
+            'method': method,
+            'steps': check_int(f'grid {grid!r}: steps', steps),
+        }
+    if isinstance(grid, dict) and grid:
+        return ', '.join(f'{k}={v}' for k, v in grid.items()), dict(grid)
+    raise ValueError(
+        f'bad grid {grid!r}: give steps (int), (method, steps) such as ("euler", 6), or set_solver kwargs'
+    )
+
+
+def _regime_error(label: str, solver) -> str:
+    """Why grid ``label`` is not a budget of a model integrated by ``solver``: it switches between the recurrence and
+    an ODE method, another model of the same block rather than the same model at another cost."""
+    if solver.method == 'recurrence':
+        return (
+            f"grid {label!r}: the model iterates its block as a recurrence, which no ODE method approximates, so "
+            "another method is another model, not a budget of this one: give iterations (ints, or ('recurrence', "
+            "n)); to measure the block as an ODE, set_solver(method=...) first"
+        )
+    return (
+        f"grid {label!r}: the model integrates an ODE ({solver.method}), and the recurrence is a model of its own, "
+        "not a grid of this ODE: give steps of an ODE method"
+    )
+
+
+def accuracy_at_budgets(
+    model: nn.Module,
+    loader: Iterable,
+    grids: Sequence[GridSpec] = DEFAULT_GRIDS,
+    device: Optional[Union[str, torch.device]] = None,
+) -> List[Dict[str, object]]:
+    """Top-1 of ``model`` at each grid, **measured on the data ``loader`` yields** (batches of images and
+    integer class targets); nothing is read from or stored with the weights, so the numbers are as good
+    as that data is representative (use held-out data, not the test set you report on).
+
+    ``grids``: ints (steps of the model's current method; iterations of a recurrent bViT), ``(method,
+    steps)`` pairs such as ``('euler', 6)``, or dicts of ``set_solver`` settings (e.g. ``{'method':
+    'dopri5', 'rtol': 1e-3}``, whose NFE is counted); a grid that switches between the recurrence and an ODE
+    method is refused (another model, not a budget). The loader is read once; every grid sees every batch.
+    Runs without gradients in eval mode; the model's solver, recorded model args and module modes are
+    restored afterwards, also on error. ``device``: where the batches go (default: the model's device).
+
+    Returns one row per grid: ``{'grid': label, 'changes': the set_solver / set_iterations settings,
+    'nfe': mean field evaluations per image, 'top1': %, 'images': n, 'seconds': forward time}``.
+    """
+    stack = depth_stack(model)
+    # NumPy arrays too
+    if isinstance(grids, (str, bytes)) or not hasattr(grids, '__len__') or not len(grids):
+        raise ValueError(f'grids must be a non-empty list of grids, got {grids!r}')
+    original = stack.solver
+    specs = [_grid_changes(stack, g) for g in grids]
+    for label, changes in specs:  # validate every grid before measuring anything
+        try:
+            changed = original.replace(**changes)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f'bad grid {changes}: {e}') from None
+        if (changed.method == 'recurrence') != (original.method == 'recurrence'):
+            raise ValueError(_regime_error(label, original))
+    params = next(model.parameters(), None)
+    model_device = params.device if params is not None else torch.device('cpu')
+    device = model_device if device is None else torch.device(device)
+    if device.type != model_device.type or device.index not in (None, model_device.index):
+        raise ValueError(
+            f'device={device} but the model is on {model_device}: move it first (model.to(device))'
+        )
+    sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
+    totals = [{'correct': 0, 'images': 0, 'evals': 0, 'seconds': 0.} for _ in specs]
+    # the modes come back after the model's own grid (its interval modules)
+    with torch.no_grad(), eval_mode(model):
+        try:
+            for batch in loader:
+                if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+                    raise ValueError('the loader must yield (images, targets) batches')
+                images = batch[0].to(device)
+                targets = batch[1].to(device)
+                if targets.ndim != 1 or targets.is_floating_point() or len(targets) != len(images):
+                    raise ValueError(
+                        f'targets must be class indices (B,), got {targets.dtype} '
+                        f'{tuple(targets.shape)} for {len(images)} images: pass hard labels'
+                    )
+                if len(images) == 0:
+                    continue
+                for (_, changes), total in zip(specs, totals):
+                    stack.solver = original.replace(**changes)
+                    sync()
+                    t0 = time.perf_counter()
+                    logits = model(images)
+                    sync()
+                    total['seconds'] += time.perf_counter() - t0
+                    total['correct'] += int((logits.argmax(dim=-1) == targets).sum())
+                    total['images'] += len(images)
+                    total['evals'] += stack.nfe * len(images)
+        finally:
+            stack.solver = original  # the model args follow the solver back
+    if not totals[0]['images']:
+        raise ValueError('the loader yielded no images')
+    return [
+        {
+            'grid': label,
+            'changes': changes,
+            'nfe': t['evals'] / t['images'],
+            'top1': 100.0 * t['correct'] / t['images'],
+            'images': t['images'],
+            'seconds': t['seconds'],
+        }
+        for (label, changes), t in zip(specs, totals)
+    ]
+
+
+def best_grid_for_budget(table: Sequence[Dict[str, object]], max_nfe: float) -> Dict[str, object]:
+    """The row of :func:`accuracy_at_budgets` with the highest measured top-1 among the grids using at most
+    ``max_nfe`` field evaluations per image (ties: the cheaper grid). Apply it with
+    ``model.set_solver(**row['changes'])`` (a recurrent bViT's steps are its iterations). ValueError when no
+    measured grid fits the budget."""
+    if not is_real(max_nfe) or math.isnan(max_nfe):
+        raise ValueError(f'max_nfe must be a number of field evaluations, got {max_nfe!r}')
+    rows = list(table)
+    if not rows or not all(isinstance(r, dict) and {'nfe', 'top1'} <= set(r) for r in rows):
+        raise ValueError('table must be the non-empty list of rows accuracy_at_budgets returned')
+    fits = [r for r in rows if r['nfe'] <= max_nfe]
+    if not fits:
+        cheapest = min(rows, key=lambda r: r['nfe'])
+        raise ValueError(
+            f'no measured grid fits max_nfe={max_nfe:g}: the cheapest, {cheapest["grid"]}, uses '
+            f'{cheapest["nfe"]:g} field evaluations per image'
+        )
+    return max(fits, key=lambda r: (r['top1'], -r['nfe']))

@@ -29,7 +29,9 @@ from .checkpoint import (  # noqa: F401
     model_from_checkpoint,
     verify_folder,
 )
-from .evaluation import DEFAULT_GRIDS, check_grids, evaluate, evaluate_grids, image_folder, short
+from .data import image_folder
+from .evaluation import DEFAULT_GRIDS, check_grids, evaluate, evaluate_grids
+from .loader import short
 from .model_card import model_card
 from .models._cfgs import CIFAR10_LABELS
 

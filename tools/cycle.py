@@ -81,7 +81,7 @@ def test_predictions(folder, eval_dir: str, split: str = 'test', top1: Optional[
     and the card's top-1 follows from them and the labels. ``top1``: the export's measurement, which they must give."""
     import timm
     import torch
-    from timm_odevit.evaluation import batches, eval_loader
+    from timm_odevit.loader import batches, eval_loader
     folder = pathlib.Path(folder)
     model = timm.create_model(f'local-dir:{folder.resolve()}', pretrained=True).eval()
     classes, loader = eval_loader([model], eval_dir, split)
