@@ -7,11 +7,8 @@ def jasmin_loss(probs: torch.Tensor, k: int = 10, eps: float = 1e-12) -> torch.T
     """JaSMin (Yudin et al. 2025) on attention probabilities (B, H, N, N).
 
     Per attention row with sorted probabilities p(1) ≥ p(2) ≥ …: g_j = p(j)·(1 − p(j) + p(j+1))
-    (p(N+1) = 0); the row's loss is log(g_1 / g_k); max over queries, mean over heads and batch.
+    (p(N+1) = 0); the row's loss is log(g_1 / g_k), 2 <= k <= N; max over queries, mean over heads and batch.
     """
-    N = probs.shape[-1]
-    if not 1 < k <= N:
-        raise ValueError(f'JaSMin k must be in 2..{N} (the number of tokens), got {k}')
     p = probs.sort(dim=-1, descending=True).values
     nxt = torch.cat([p[..., 1:], torch.zeros_like(p[..., :1])], dim=-1)
     g = p * (1 - p + nxt)

@@ -1,0 +1,119 @@
+"""The student of trajectory distillation: a continuous-depth ViT and the projection to its teacher's width in one
+module (so that DDP sees one forward), with the teacher blocks aligned to its time points."""
+import logging
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from ..layers import depth_stack
+from ..models._common import embed_tokens
+from .teacher import intermediate_tokens
+from .time_mapping import align_time_points
+
+_logger = logging.getLogger(__name__)
+
+
+class TrajectoryStudent(nn.Module):
+    """Student + width projection; ``forward`` returns (logits, projected states, states, teacher blocks, time
+    points, grid points).
+
+    states: the token states (B, N, D_s) at the aligned time points, projected: the same (B, N, D_t). On the
+    configured grid the pairs are (``teacher_blocks``, ``indices``); a student with ``train_depth`` draws a grid per
+    training forward and the teacher's blocks are aligned to that grid (:func:`align_time_points`, with the
+    calibrated ``distances``).
+    """
+
+    def __init__(
+            self,
+            student: nn.Module,
+            projection: nn.Module,
+            num_teacher_blocks: int,
+            mapping: str = 'uniform',
+            temperature: float = 30.,
+    ):
+        super().__init__()
+        self.student = student
+        self.projection = projection
+        self.mapping = (num_teacher_blocks, mapping, temperature)
+        self.distances = None
+        self.epochs_started = 0
+        self.teacher_blocks, self.indices = align_time_points(num_teacher_blocks, self.num_time_points)
+
+    @property
+    def num_time_points(self) -> int:
+        return depth_stack(self.student).num_time_points
+
+    def aligned(self, num_points: int) -> Tuple[List[int], List[int]]:
+        """(teacher blocks, time points) on a grid of ``num_points`` by the mapping and the measured distances."""
+        num_blocks, mapping, temperature = self.mapping
+        return align_time_points(num_blocks, num_points, mapping, self.distances, temperature)
+
+    def calibrate(self, distances: Sequence[float]) -> None:
+        """Align the teacher's blocks with the configured grid by its measured step ``distances``."""
+        self.distances = list(distances)
+        self.teacher_blocks, self.indices = self.aligned(self.num_time_points)
+
+    def train(self, mode: bool = True) -> 'TrajectoryStudent':
+        if mode:
+            self.epochs_started += 1  # train.py calls train() once at the start of every epoch
+        return super().train(mode)
+
+    def no_weight_decay(self):
+        return {'student.' + n for n in self.student.no_weight_decay()}
+
+    def forward(self, x: torch.Tensor):
+        student = self.student
+        stack = depth_stack(student)
+        if self.training and stack.train_depth is not None:  # anytime training: align to the grid drawn now
+            drawn = stack.drawn_states(embed_tokens(student, x))
+            num_points = len(drawn)
+            blocks, indices = self.aligned(num_points)
+            final = student.norm(drawn[-1])
+            states = [drawn[i] for i in indices]
+        else:
+            num_points = stack.num_time_points
+            blocks = self.teacher_blocks
+            indices = self.indices
+            final, taps = student.forward_intermediates(
+                x,
+                indices=indices,
+                output_fmt='NLC',
+                return_prefix_tokens=True,
+            )
+            states = [intermediate_tokens(item) for item in taps]
+        logits = student.forward_head(final)
+        return logits, [self.projection(z) for z in states], states, blocks, indices, num_points
+
+
+@torch.no_grad()
+def copy_teacher_embeddings(student: nn.Module, teacher: nn.Module) -> None:
+    """Copy (not share) the teacher's patch embedding, [CLS] and position embedding into the student, frozen; and its
+    classifier when the shapes match."""
+    copied = []
+    for name in ('patch_embed', 'cls_token', 'pos_embed'):
+        ours = getattr(student, name, None)
+        theirs = getattr(teacher, name, None)
+        if ours is None or theirs is None:
+            continue
+        if isinstance(ours, nn.Module):
+            ours.load_state_dict(theirs.state_dict())
+        elif ours.shape == theirs.shape:
+            ours.copy_(theirs)
+        else:
+            raise ValueError(
+                f'cannot initialise the student {name} {tuple(ours.shape)} from the teacher\'s '
+                f'{tuple(theirs.shape)}: build the student like the teacher, or do not init it'
+            )
+        ours.requires_grad_(False)
+        copied.append(name)
+    head = student.get_classifier()
+    teacher_head = teacher.get_classifier()
+    if (
+        isinstance(head, nn.Linear)
+        and isinstance(teacher_head, nn.Linear)
+        and head.weight.shape == teacher_head.weight.shape
+    ):
+        head.load_state_dict(teacher_head.state_dict())
+        copied.append('head')
+    _logger.info(f'student initialised from the teacher: {copied} (embeddings frozen)')
