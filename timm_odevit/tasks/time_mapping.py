@@ -50,8 +50,8 @@ def _teacher_times(
         raise ValueError(
             f'mapping {mapping!r} needs {L} measured teacher step distances, got {distances!r}'
         )
-    d = torch.tensor([float(x) for x in distances], dtype=torch.float64)
-    if not (d.isfinite().all() and (d >= 0).all()) or (mapping == 'arclength' and d.sum() <= 0):
+    d = torch.tensor(distances, dtype=torch.float64)
+    if not (d.isfinite() & (d >= 0)).all() or (mapping == 'arclength' and d.sum() <= 0):
         raise ValueError(
             f'mapping {mapping!r} needs finite, non-negative teacher step distances (not all 0 for '
             f"'arclength'), got {[round(x, 4) for x in d.tolist()]}: use mapping='uniform'"

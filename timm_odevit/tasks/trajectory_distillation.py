@@ -123,12 +123,12 @@ class TrajectoryDistillationTask(TrainingTask):
         self.mapping_temperature = check_number('mapping temperature', mapping_temperature, positive=True)
         self.tokens = tokens
         self.task_loss_weight = 1.0 if task_loss_weight is None else check_number('task_loss_weight', task_loss_weight)
-        if distill_loss_weight is None and self.task_loss_weight > 1:
-            raise ValueError(
-                f'task_loss_weight={task_loss_weight!r} > 1 makes the default distill_loss_weight '
-                '(1 - task_loss_weight) negative: give distill_loss_weight explicitly'
-            )
         if distill_loss_weight is None:
+            if self.task_loss_weight > 1:
+                raise ValueError(
+                    f'task_loss_weight={task_loss_weight!r} > 1 makes the default distill_loss_weight '
+                    '(1 - task_loss_weight) negative: give distill_loss_weight explicitly'
+                )
             distill_loss_weight = 1.0 if task_loss_weight is None else 1.0 - self.task_loss_weight
         self.distill_loss_weight = check_number('distill_loss_weight', distill_loss_weight)
         self.attn_mass_weight = check_number('attn_mass_weight', attn_mass_weight)
@@ -184,21 +184,18 @@ class TrajectoryDistillationTask(TrainingTask):
                 f'{pool}-pooled {"" if self.teacher.include_prefix else "patch "}tokens'
             _logger.info(
                 f'TrajectoryDistillationTask: {self.teacher.num_blocks} teacher blocks -> {num_points} student '
-                f'time points ({mapping}), tokens={tokens}, projection={teacher.embed_dim != student.embed_dim}; '
-                f'aligning the teacher\'s {aligned} (global_pool={getattr(teacher, "global_pool", None)!r}) '
-                f'with the student\'s {aligned}'
+                f'time points ({mapping}), tokens={tokens}; aligning the teacher\'s {aligned} '
+                f'(global_pool={getattr(teacher, "global_pool", None)!r}) with the student\'s {aligned}'
             )
 
-    def _teacher_states(self, x: torch.Tensor) -> List[torch.Tensor]:
-        return self.teacher.states(x, self.student_mean, self.student_std)
-
     @torch.no_grad()
-    def calibrate(self, x: torch.Tensor) -> List[int]:
+    def calibrate(self, x: torch.Tensor) -> None:
         """Measure the teacher's step distances on ``x`` and align its blocks with the student's time points."""
         trainable = unwrap_model(self.trainable_module)
         if self.mapping != 'uniform':
             P = self.teacher.model.num_prefix_tokens
-            pooled = [self.teacher.pooled(h, P) for h in self._teacher_states(x)]
+            states = self.teacher.states(x, self.student_mean, self.student_std)
+            pooled = [self.teacher.pooled(h, P) for h in states]
             distances = torch.tensor(teacher_step_distances(pooled), device=x.device, dtype=torch.float64)
             if dist.is_available() and dist.is_initialized():
                 dist.broadcast(distances, src=0)  # every rank aligns to the same time points
@@ -209,7 +206,6 @@ class TrajectoryDistillationTask(TrainingTask):
                     f' -> teacher blocks {trainable.teacher_blocks} at student time points {trainable.indices}'
                 )
         self.calibrated = True
-        return trainable.indices
 
     # ---- timm TrainingTask API -------------------------------------------------------------
     @property
@@ -230,7 +226,7 @@ class TrajectoryDistillationTask(TrainingTask):
 
     def get_eval_model(self, module: Optional[nn.Module] = None, ema: bool = False) -> Optional[nn.Module]:
         resolved = super().get_eval_model(module=module, ema=ema)
-        inner = unwrap_model(resolved) if resolved is not None else None
+        inner = unwrap_model(resolved)
         return inner.student if isinstance(inner, TrajectoryStudent) else resolved
 
     def get_task_state(self, module: Optional[nn.Module] = None, ema: bool = False) -> Dict[str, Any]:
@@ -265,7 +261,7 @@ class TrajectoryDistillationTask(TrainingTask):
         if not self.calibrated:
             self.calibrate(input)
         logits, projected, states, blocks, indices, num_points = self.trainable_module(input)
-        teacher_states = self._teacher_states(input)
+        teacher_states = self.teacher.states(input, self.student_mean, self.student_std)
         trainable = unwrap_model(self.trainable_module)
         student = trainable.student
         P = student.num_prefix_tokens
@@ -285,15 +281,16 @@ class TrajectoryDistillationTask(TrainingTask):
         epoch = max(trainable.epochs_started - 1, 0)
         task_weight = self.task_loss_weight if epoch >= self.ce_start_epoch else 0.
         loss = task_weight * task_loss + self.distill_loss_weight * kd_loss
-        result = {'loss': loss, 'output': logits, 'task_loss': task_loss, 'kd_loss': kd_loss}
+        result = {'output': logits, 'task_loss': task_loss, 'kd_loss': kd_loss}
         field = depth_stack(student).field
         if self.attn_mass_weight:
             t_mass = cls_attention_mass(self.teacher.attention(teacher_states[-1].device), P_t)
             s_mass = cls_attention_mass(field.attention_probs(states[-1]), P)
             result['attn_mass_loss'] = attention_mass_l1(s_mass, t_mass)
-            result['loss'] = result['loss'] + self.attn_mass_weight * result['attn_mass_loss']
+            loss = loss + self.attn_mass_weight * result['attn_mass_loss']
         if self.jasmin_weight:
-            late = [z for i, z in zip(indices, states) if (i + 1) / num_points >= 0.15]
-            result['jasmin_loss'] = torch.stack([jasmin_loss(field.attention_probs(z), self.jasmin_k) for z in late]).mean()
-            result['loss'] = result['loss'] + self.jasmin_weight * result['jasmin_loss']
-        return result
+            # the student's attention over the last 85 % of the trajectory
+            late = [field.attention_probs(z) for i, z in zip(indices, states) if (i + 1) / num_points >= 0.15]
+            result['jasmin_loss'] = torch.stack([jasmin_loss(probs, self.jasmin_k) for probs in late]).mean()
+            loss = loss + self.jasmin_weight * result['jasmin_loss']
+        return {'loss': loss, **result}
