@@ -27,7 +27,8 @@ def resample_square(x: torch.Tensor, num: int, mode: str) -> torch.Tensor:
     new = round(num ** 0.5)
     if side ** 2 != x.shape[-1] or new ** 2 != num:
         raise ValueError(
-            f'resampling needs square patch grids, got {x.shape[-1]} and {num} patches: use tokens="cls"'
+            f'resampling needs square patch grids, got {x.shape[-1]} and {num} patches: '
+            'use tokens="cls"'
         )
     grid = x.reshape(*x.shape[:-1], side, side)
     return F.interpolate(grid, size=(new, new), mode=mode).flatten(-2)

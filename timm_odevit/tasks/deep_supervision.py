@@ -47,4 +47,5 @@ class DeepSupervisionTask(ClassificationTask):
         if torch.is_tensor(output):  # eval mode: the final logits only
             return {'loss': self.criterion(output, target), 'output': output}
         weights = unwrap_model(self.trainable_module).stage_weights
-        return {'loss': deep_supervision_loss(output, target, self.criterion, weights), 'output': output[-1]}
+        loss = deep_supervision_loss(output, target, self.criterion, weights)
+        return {'loss': loss, 'output': output[-1]}

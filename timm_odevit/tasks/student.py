@@ -1,12 +1,14 @@
 """The student of trajectory distillation: a continuous-depth ViT and the projection to its teacher's width in one
 module (so that DDP sees one forward), with the teacher blocks aligned to its time points."""
 import logging
-from typing import List, Optional, Sequence, Tuple
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from ..layers import depth_stack
+from ..models._cfgs import image_channels
 from ..models._common import embed_tokens
 from .teacher import intermediate_tokens
 from .time_mapping import align_time_points
@@ -28,17 +30,18 @@ class TrajectoryStudent(nn.Module):
             self,
             student: nn.Module,
             projection: nn.Module,
-            num_teacher_blocks: int,
+            num_blocks: int,
             mapping: str = 'uniform',
             temperature: float = 30.,
     ):
         super().__init__()
         self.student = student
         self.projection = projection
-        self.mapping = (num_teacher_blocks, mapping, temperature)
+        self.mapping = (num_blocks, mapping, temperature)
         self.distances = None
         self.epochs_started = 0
-        self.teacher_blocks, self.indices = align_time_points(num_teacher_blocks, self.num_time_points)
+        # uniform until calibrate() measures the teacher
+        self.teacher_blocks, self.indices = align_time_points(num_blocks, self.num_time_points)
 
     @property
     def num_time_points(self) -> int:
@@ -54,6 +57,24 @@ class TrajectoryStudent(nn.Module):
         self.distances = list(distances)
         self.teacher_blocks, self.indices = self.aligned(self.num_time_points)
 
+    def task_state(self) -> Dict[str, Any]:
+        """What a checkpoint keeps beside the student's weights: the projection, the alignment, the epoch count."""
+        return {
+            'projection': self.projection.state_dict(),
+            'indices': list(self.indices),
+            'teacher_blocks': list(self.teacher_blocks),
+            'distances': self.distances,
+            'epochs_started': self.epochs_started,
+        }
+
+    def load_task_state(self, state: Dict[str, Any], strict: bool = True) -> None:
+        """Restore :meth:`task_state` (of older checkpoints too: without teacher blocks the blocks are 0..n-1)."""
+        self.projection.load_state_dict(state.get('projection', {}), strict=strict)
+        self.indices = list(state['indices'])
+        self.teacher_blocks = list(state.get('teacher_blocks', range(len(self.indices))))
+        self.distances = state.get('distances')
+        self.epochs_started = state.get('epochs_started', self.epochs_started)
+
     def train(self, mode: bool = True) -> 'TrajectoryStudent':
         if mode:
             self.epochs_started += 1  # train.py calls train() once at the start of every epoch
@@ -65,7 +86,8 @@ class TrajectoryStudent(nn.Module):
     def forward(self, x: torch.Tensor):
         student = self.student
         stack = depth_stack(student)
-        if self.training and stack.train_depth is not None:  # anytime training: align to the grid drawn now
+        # anytime training: the teacher aligned to the grid drawn now
+        if self.training and stack.train_depth is not None:
             drawn = stack.drawn_states(embed_tokens(student, x))
             num_points = len(drawn)
             blocks, indices = self.aligned(num_points)
@@ -117,3 +139,24 @@ def copy_teacher_embeddings(student: nn.Module, teacher: nn.Module) -> None:
         head.load_state_dict(teacher_head.state_dict())
         copied.append('head')
     _logger.info(f'student initialised from the teacher: {copied} (embeddings frozen)')
+
+
+def student_normalisation(
+        name: str,
+        value: Optional[Sequence[float]],
+        student: nn.Module,
+) -> Tuple[float, ...]:
+    """The loader's per-channel ``mean`` / ``std`` (one value for every channel, as timm's resolve_data_config
+    reads it), else the student's pretrained cfg's."""
+    if value is None:
+        return tuple(student.pretrained_cfg[name])
+    channels = image_channels(student)
+    value = tuple(value)
+    if len(value) == 1:
+        value = value * channels
+    valid = all(math.isfinite(v) and (v > 0 or name == 'mean') for v in value)
+    if len(value) != channels or not valid:
+        raise ValueError(
+            f'{name} must be {channels} finite numbers{" > 0" if name == "std" else ""}, got {value!r}'
+        )
+    return value

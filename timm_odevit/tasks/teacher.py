@@ -55,12 +55,15 @@ def load_teacher(
         )[0]
     else:
         check_model_source(teacher)  # a local-dir: config.json named before timm reads it
-        model = create_model(teacher, **{'pretrained': True, 'num_classes': num_classes, **(model_kwargs or {})})
-    missing = [a for a in ('forward_intermediates', 'num_prefix_tokens', 'embed_dim') if not hasattr(model, a)]
+        kwargs = {'pretrained': True, 'num_classes': num_classes, **(model_kwargs or {})}
+        model = create_model(teacher, **kwargs)
+    needed = ('forward_intermediates', 'num_prefix_tokens', 'embed_dim')
+    missing = [a for a in needed if not hasattr(model, a)]
     if missing:
         raise TypeError(
-            f'teacher {type(model).__name__} cannot provide token intermediates (no {", ".join(missing)}): '
-            f'trajectory distillation aligns (B, N, D) block outputs and works with {TEACHER_KINDS}'
+            f'teacher {type(model).__name__} cannot provide token intermediates '
+            f'(no {", ".join(missing)}): trajectory distillation aligns (B, N, D) block outputs and works '
+            f'with {TEACHER_KINDS}'
         )
     return model.requires_grad_(False).eval().to(device)
 
@@ -90,18 +93,22 @@ class TrajectoryTeacher(DistillationTeacher):
                 f'teacher pools with {pool!r} (attention pooling), which cannot be applied to its block '
                 'outputs: aligning the [CLS] token if it has one, else the mean of its patch tokens'
             )
-        self.pool = pool if pool in ('avg', 'max', 'avgmax') else ('token' if has_class_token(model) else 'avg')
-        self.include_prefix = self.pool != 'token' and bool(getattr(model, 'pool_include_prefix', False))
-        self.input_size = tuple(model.patch_embed.img_size or model.pretrained_cfg['input_size'][-2:])
+        self.pool = pool
+        if pool not in ('avg', 'max', 'avgmax'):
+            self.pool = 'token' if has_class_token(model) else 'avg'
+        self.include_prefix = self.pool != 'token' and getattr(model, 'pool_include_prefix', False)
+        size = model.patch_embed.img_size or model.pretrained_cfg['input_size'][-2:]
+        self.input_size = tuple(size)
         self.attn_name = None
         if attention:
             self.attn_name = f'blocks.{self.num_blocks - 1}.attn'
-            if f'{self.attn_name}.attn_drop' not in dict(model.named_modules()):
+            hook = f'{self.attn_name}.attn_drop'
+            if hook not in dict(model.named_modules()):
                 raise TypeError(
                     f"cannot extract the attention of teacher {name}: timm's AttentionExtract hooks "
                     f'blocks[-1].attn.attn_drop; use attn_mass_weight=0 or one of the {TEACHER_KINDS}'
                 )
-            self.hooks = AttentionExtract(model, names=[f'{self.attn_name}.attn_drop'], method='hook').hooks
+            self.hooks = AttentionExtract(model, names=[hook], method='hook').hooks
         self._probe(name)
 
     def train(self, mode: bool = True) -> 'TrajectoryTeacher':
@@ -114,7 +121,8 @@ class TrajectoryTeacher(DistillationTeacher):
         D = self.model.embed_dim
         try:
             shapes = [tuple(h.shape) for h in self.states(x, self.mean_kd, self.std_kd)]
-        except RuntimeError as e:  # patches that are no (B, M, D) tokens do not join the prefix tokens
+        except RuntimeError as e:
+            # patches that are no (B, M, D) tokens do not join the prefix tokens
             shapes = [f'{type(e).__name__}: {e}']
         if len(shapes) != L or any(len(s) != 3 or s[-1] != D for s in shapes):
             raise TypeError(
@@ -129,8 +137,9 @@ class TrajectoryTeacher(DistillationTeacher):
                 got = 'never fired (the attention always runs fused)' if probs is None else \
                     f'gave {tuple(probs.shape)}, not attention probabilities (1, {H}, {N}, {N})'
                 raise TypeError(
-                    f"cannot extract the attention of teacher {name} faithfully: timm's AttentionExtract hook on "
-                    f'{self.attn_name}.attn_drop {got}; use attn_mass_weight=0 or one of the {TEACHER_KINDS}'
+                    f"cannot extract the attention of teacher {name} faithfully: timm's AttentionExtract "
+                    f'hook on {self.attn_name}.attn_drop {got}; use attn_mass_weight=0 or one of the '
+                    f'{TEACHER_KINDS}'
                 )
 
     def prepare(self, x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:

@@ -11,18 +11,12 @@ forward draws (:func:`~timm_odevit.tasks.time_mapping.align_time_points`).
          + attn_mass_w · L1([CLS] attention mass of the last student step, of the last teacher block)
          + jasmin_w · JaSMin(student attention over the last 85 % of the trajectory)
 
-x / h are the teacher's pooled representation, as its own head pools it (``tokens='cls'``): the [CLS]
-token for ``global_pool='token'`` teachers (the paper's choice), the mean (max, avgmax) of the patch
-tokens for average-pooled teachers — with or without a [CLS] token (``global_pool='avg'`` ViTs,
-Eva02, BEiT) — and the student's tokens pooled the same way; ``tokens='all'`` adds every patch
-token, the teacher's patch grid interpolated to the student's.
-
-The teacher (:class:`~timm_odevit.tasks.teacher.TrajectoryTeacher`) is a timm ViT-family model whose
-``forward_intermediates`` yields (B, N, D) tokens; the student (:class:`~timm_odevit.tasks.student.TrajectoryStudent`)
-a timm_odevit model or an odeified timm ViT.
+x / h: the tokens pooled as the teacher's head pools them (``tokens='cls'``: [CLS] for ``global_pool='token'``, the
+paper's choice; the mean of the patch tokens for average-pooled teachers, e.g. Eva02, BEiT); ``tokens='all'`` adds
+every patch token, the teacher's patch grid interpolated to the student's. The teacher is a
+:class:`~timm_odevit.tasks.teacher.TrajectoryTeacher`, the student a :class:`~timm_odevit.tasks.student.TrajectoryStudent`.
 """
 import logging
-import math
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
@@ -35,29 +29,14 @@ from timm.task.classification import resolve_classification_loss
 from timm.utils import unwrap_model
 
 from ..layers import depth_stack
-from ..models._cfgs import image_channels
 from .._checks import check_int, check_number
 from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss, resample_square
-from .student import TrajectoryStudent, copy_teacher_embeddings
+from .student import TrajectoryStudent, copy_teacher_embeddings, student_normalisation
 from .teacher import TrajectoryTeacher, has_class_token, load_teacher
 from .time_mapping import MAPPINGS, teacher_step_distances
 
 _logger = logging.getLogger(__name__)
 TOKEN_MODES = ('cls', 'all')
-
-
-def _channels(name: str, value: Optional[Tuple[float, ...]], student: nn.Module) -> Tuple[float, ...]:
-    """The loader's per-channel ``mean`` / ``std`` (one value for every channel, as timm's resolve_data_config
-    reads it), else the student's pretrained cfg's."""
-    if value is None:
-        return tuple(student.pretrained_cfg[name])
-    channels = image_channels(student)
-    value = tuple(value)
-    if len(value) == 1:
-        value = value * channels
-    if len(value) != channels or not all(math.isfinite(v) and (v > 0 or name == 'mean') for v in value):
-        raise ValueError(f'{name} must be {channels} finite numbers{" > 0" if name == "std" else ""}, got {value!r}')
-    return value
 
 
 class TrajectoryDistillationTask(TrainingTask):
@@ -122,29 +101,38 @@ class TrajectoryDistillationTask(TrainingTask):
         self.mapping = mapping
         self.mapping_temperature = check_number('mapping temperature', mapping_temperature, positive=True)
         self.tokens = tokens
-        self.task_loss_weight = 1.0 if task_loss_weight is None else check_number('task_loss_weight', task_loss_weight)
+        self.task_loss_weight = 1.0
+        if task_loss_weight is not None:
+            self.task_loss_weight = check_number('task_loss_weight', task_loss_weight)
         if distill_loss_weight is None:
             if self.task_loss_weight > 1:
                 raise ValueError(
-                    f'task_loss_weight={task_loss_weight!r} > 1 makes the default distill_loss_weight '
-                    '(1 - task_loss_weight) negative: give distill_loss_weight explicitly'
+                    f'task_loss_weight={task_loss_weight!r} > 1 makes the default '
+                    'distill_loss_weight (1 - task_loss_weight) negative: give distill_loss_weight explicitly'
                 )
             distill_loss_weight = 1.0 if task_loss_weight is None else 1.0 - self.task_loss_weight
         self.distill_loss_weight = check_number('distill_loss_weight', distill_loss_weight)
         self.attn_mass_weight = check_number('attn_mass_weight', attn_mass_weight)
         self.jasmin_weight = check_number('jasmin_weight', jasmin_weight)
-        self.jasmin_k = check_int('jasmin_k', jasmin_k, 2)  # the rank compared with the top probability
+        # the rank compared with the top probability
+        self.jasmin_k = check_int('jasmin_k', jasmin_k, 2)
         self.ce_start_epoch = check_int('ce_start_epoch', ce_start_epoch, 0)
         student = unwrap_model(student_model)
         num_points = depth_stack(student).num_time_points
         num_tokens = student.patch_embed.num_patches + student.num_prefix_tokens
         if jasmin_weight and jasmin_k > num_tokens:
-            raise ValueError(f"jasmin_k={jasmin_k} exceeds the student's {num_tokens} tokens (attention row length)")
-        self.criterion = resolve_classification_loss(criterion, self.device, criterion_kwargs=criterion_kwargs)
+            raise ValueError(
+                f"jasmin_k={jasmin_k} exceeds the student's {num_tokens} tokens (attention row length)"
+            )
+        self.criterion = resolve_classification_loss(
+            criterion,
+            self.device,
+            criterion_kwargs=criterion_kwargs,
+        )
         for name, value in (('mean', mean), ('std', std)):  # of the images the task gets
             self.register_buffer(
                 f'student_{name}',
-                torch.tensor(_channels(name, value, student), device=self.device).view(1, -1, 1, 1),
+                torch.tensor(student_normalisation(name, value, student), device=self.device).view(1, -1, 1, 1),
                 persistent=False,
             )
 
@@ -157,15 +145,25 @@ class TrajectoryDistillationTask(TrainingTask):
         )
         if attn_mass_weight and not (has_class_token(teacher) and has_class_token(student)):
             raise ValueError('the attention-mass loss needs a [CLS] token in teacher and student')
-        self.teacher = TrajectoryTeacher(teacher, bool(attn_mass_weight), device=self.device, dtype=self.dtype)
+        self.teacher = TrajectoryTeacher(
+            teacher,
+            bool(attn_mass_weight),
+            device=self.device,
+            dtype=self.dtype,
+        )
         if self.teacher.pool == 'token' and not has_class_token(student):
             raise ValueError(
-                f'the teacher {type(teacher).__name__} classifies from its [CLS] token but the student '
-                'has none to align with it: build the student with class_token=True'
+                f'the teacher {type(teacher).__name__} classifies from its [CLS] token but the '
+                'student has none to align with it: build the student with class_token=True'
             )
         projection = nn.Identity()
         if teacher.embed_dim != student.embed_dim:
-            projection = nn.Linear(student.embed_dim, teacher.embed_dim, device=self.device, dtype=self.dtype)
+            projection = nn.Linear(
+                student.embed_dim,
+                teacher.embed_dim,
+                device=self.device,
+                dtype=self.dtype,
+            )
         if init_student_from_teacher:
             copy_teacher_embeddings(student, teacher)
         self.trainable_module = TrajectoryStudent(
@@ -183,8 +181,9 @@ class TrajectoryDistillationTask(TrainingTask):
             aligned = '[CLS] token' if pool == 'token' else \
                 f'{pool}-pooled {"" if self.teacher.include_prefix else "patch "}tokens'
             _logger.info(
-                f'TrajectoryDistillationTask: {self.teacher.num_blocks} teacher blocks -> {num_points} student '
-                f'time points ({mapping}), tokens={tokens}; aligning the teacher\'s {aligned} '
+                f'TrajectoryDistillationTask: {self.teacher.num_blocks} teacher blocks -> '
+                f'{num_points} student time points ({mapping}), tokens={tokens}, '
+                f'projection={isinstance(projection, nn.Linear)}; aligning the teacher\'s {aligned} '
                 f'(global_pool={getattr(teacher, "global_pool", None)!r}) with the student\'s {aligned}'
             )
 
@@ -196,14 +195,19 @@ class TrajectoryDistillationTask(TrainingTask):
             P = self.teacher.model.num_prefix_tokens
             states = self.teacher.states(x, self.student_mean, self.student_std)
             pooled = [self.teacher.pooled(h, P) for h in states]
-            distances = torch.tensor(teacher_step_distances(pooled), device=x.device, dtype=torch.float64)
+            distances = torch.tensor(
+                teacher_step_distances(pooled),
+                device=x.device,
+                dtype=torch.float64,
+            )
             if dist.is_available() and dist.is_initialized():
                 dist.broadcast(distances, src=0)  # every rank aligns to the same time points
             trainable.calibrate(distances.tolist())
             if self.verbose:
+                rounded = [round(d, 3) for d in trainable.distances]
                 _logger.info(
-                    f'calibrated {self.mapping} mapping: distances {[round(d, 3) for d in trainable.distances]}'
-                    f' -> teacher blocks {trainable.teacher_blocks} at student time points {trainable.indices}'
+                    f'calibrated {self.mapping} mapping: distances {rounded} -> teacher blocks '
+                    f'{trainable.teacher_blocks} at student time points {trainable.indices}'
                 )
         self.calibrated = True
 
@@ -231,28 +235,13 @@ class TrajectoryDistillationTask(TrainingTask):
 
     def get_task_state(self, module: Optional[nn.Module] = None, ema: bool = False) -> Dict[str, Any]:
         module = module if module is not None else self.get_trainable_module(ema=ema)
-        if module is None:
-            return {}
-        trainable = unwrap_model(module)
-        return {
-            'projection': trainable.projection.state_dict(),
-            'indices': list(trainable.indices),
-            'teacher_blocks': list(trainable.teacher_blocks),
-            'distances': trainable.distances,
-            'epochs_started': trainable.epochs_started,
-        }
+        return {} if module is None else unwrap_model(module).task_state()
 
     def load_task_state(self, state, strict: bool = True, module: Optional[nn.Module] = None, ema: bool = False):
-        if not state:
-            return
-        module = module if module is not None else self.get_trainable_module(ema=ema)
-        trainable = unwrap_model(module)
-        trainable.projection.load_state_dict(state.get('projection', {}), strict=strict)
-        trainable.indices = list(state['indices'])
-        trainable.teacher_blocks = list(state.get('teacher_blocks', range(len(trainable.indices))))
-        trainable.distances = state.get('distances')
-        trainable.epochs_started = state.get('epochs_started', trainable.epochs_started)
-        self.calibrated = True
+        if state:
+            module = module if module is not None else self.get_trainable_module(ema=ema)
+            unwrap_model(module).load_task_state(state, strict)
+            self.calibrated = True
 
     def get_clip_parameters(self, exclude_head: bool = False):
         return [p for p in unwrap_model(self.trainable_module).parameters() if p.requires_grad]
@@ -272,8 +261,10 @@ class TrajectoryDistillationTask(TrainingTask):
             kd = F.mse_loss(self.teacher.pooled(z, P), self.teacher.pooled(h, P_t))
             if self.tokens == 'all':
                 patches = h[:, P_t:]
-                if patches.shape[1] != z.shape[1] - P:  # the teacher's patch grid -> the student's
-                    patches = resample_square(patches.transpose(1, 2), z.shape[1] - P, 'bilinear').transpose(1, 2)
+                num_patches = z.shape[1] - P
+                if patches.shape[1] != num_patches:  # the teacher's patch grid -> the student's
+                    patches = resample_square(patches.transpose(1, 2), num_patches, 'bilinear')
+                    patches = patches.transpose(1, 2)
                 kd = kd + F.mse_loss(z[:, P:], patches)
             kd_losses.append(kd)
         kd_loss = torch.stack(kd_losses).mean()
@@ -290,7 +281,8 @@ class TrajectoryDistillationTask(TrainingTask):
             loss = loss + self.attn_mass_weight * result['attn_mass_loss']
         if self.jasmin_weight:
             # the student's attention over the last 85 % of the trajectory
-            late = [field.attention_probs(z) for i, z in zip(indices, states) if (i + 1) / num_points >= 0.15]
-            result['jasmin_loss'] = torch.stack([jasmin_loss(probs, self.jasmin_k) for probs in late]).mean()
+            late = [z for i, z in zip(indices, states) if (i + 1) / num_points >= 0.15]
+            jasmin = [jasmin_loss(field.attention_probs(z), self.jasmin_k) for z in late]
+            result['jasmin_loss'] = torch.stack(jasmin).mean()
             loss = loss + self.jasmin_weight * result['jasmin_loss']
         return {'loss': loss, **result}
