@@ -1,5 +1,6 @@
 """The student of trajectory distillation: a continuous-depth ViT and the projection to its teacher's width in one
-module (so that DDP sees one forward), with the teacher blocks aligned to its time points."""
+module (so that DDP sees one forward), with the teacher blocks aligned to its time points; its initialisation from the
+teacher and the normalisation of the images it reads."""
 import logging
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
