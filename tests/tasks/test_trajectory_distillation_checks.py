@@ -120,15 +120,15 @@ def test_avg_pooled_teacher_with_cls_is_aligned_on_its_mean_patch_token(kind, ca
     assert teacher.global_pool == 'avg' and teacher.cls_token is not None
     with caplog.at_level(logging.INFO, logger='timm_odevit.tasks.trajectory_distillation'):
         task = TrajectoryDistillationTask(student, teacher, criterion=torch.nn.CrossEntropyLoss())
-    assert task.teacher_pool == 'avg'
+    assert task.teacher.pool == 'avg'
     assert "aligning the teacher's avg-pooled patch tokens (global_pool='avg') with the student's avg-pooled" \
         in caplog.text
     x, y = _batch()
     out = task(x, y)
     with torch.no_grad():
-        h = teacher.forward_intermediates(task._teacher_input(x), output_fmt='NLC', return_prefix_tokens=True,
-                                          intermediates_only=True)
-    targets = [task._targets((p, s)) for s, p in h]
+        h = teacher.forward_intermediates(task.teacher.prepare(x, task.student_mean, task.student_std),
+                                          output_fmt='NLC', return_prefix_tokens=True, intermediates_only=True)
+    targets = [task.teacher.pooled(torch.cat([p, s], 1), teacher.num_prefix_tokens) for s, p in h]
     for (s, p), target in zip(h, targets):
         torch.testing.assert_close(target, s.mean(1))  # the mean of the patch tokens, as the teacher's head pools
         assert not torch.allclose(target, p[:, 0])  # not its [CLS]
@@ -161,7 +161,8 @@ def test_attention_mass_reads_the_teachers_real_attention(kind):
         if hasattr(m, 'fused_attn'):
             m.fused_attn = False
     with torch.no_grad():
-        probs = AttentionExtract(ref, method='fx')(task._teacher_input(x))['blocks.1.attn.softmax']
+        probs = AttentionExtract(ref, method='fx')(task.teacher.prepare(x, task.student_mean, task.student_std))
+    probs = probs['blocks.1.attn.softmax']
     raw = task.trainable_module(x)[2]
     s_mass = cls_attention_mass(field_attention(student, raw[-1]), student.num_prefix_tokens)
     expected = attention_mass_l1(s_mass, cls_attention_mass(probs, teacher.num_prefix_tokens))

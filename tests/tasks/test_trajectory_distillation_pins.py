@@ -67,7 +67,7 @@ def test_teacher_checkpoint_is_rebuilt_with_its_own_args(tmp_path):
     task = TrajectoryDistillationTask(student, 'vit_tiny_patch16_224', teacher_checkpoint=str(tmp_path / 'teacher.pth.tar'),
                                       criterion=torch.nn.CrossEntropyLoss())
     built = task.teacher.model
-    assert built.patch_embed.img_size == (32, 32) and len(built.blocks) == 2 and task.teacher_input_size == (32, 32)
+    assert built.patch_embed.img_size == (32, 32) and len(built.blocks) == 2 and task.teacher.input_size == (32, 32)
     torch.testing.assert_close(built.head.weight, 0.5 * teacher.head.weight)  # the weights the run selected on: EMA
     task(*_batch())
     with pytest.raises(ValueError, match="of architecture 'vit_tiny_patch16_224', not 'deit_tiny"):
@@ -99,7 +99,7 @@ def test_teacher_input_follows_the_loaders_normalisation():
     pixels = x * 0.25 + 0.5
     expected = F.interpolate((pixels - task.teacher.mean_kd) / task.teacher.std_kd, size=(224, 224), mode='bicubic',
                              align_corners=False)
-    torch.testing.assert_close(task._teacher_input(x), expected)
+    torch.testing.assert_close(task.teacher.prepare(x, task.student_mean, task.student_std), expected)
     with pytest.raises(ValueError, match='std must be 3 finite numbers > 0'):
         TrajectoryDistillationTask(student, _teacher(), std=(0.2, 0.0, 0.2))
 

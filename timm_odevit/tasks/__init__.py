@@ -7,4 +7,6 @@ from .time_mapping import (
     map_teacher_to_student,
     teacher_step_distances,
 )
-from .trajectory_distillation import TrajectoryDistillationTask, TrajectoryStudent, load_teacher
+from .student import TrajectoryStudent
+from .teacher import load_teacher
+from .trajectory_distillation import TrajectoryDistillationTask
