@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import timm_odevit  # noqa: F401
-from timm_odevit import hub
+from timm_odevit import checkpoint, hub
 from _hf_cache import install_in_hf_cache
 
 CIFAR = pathlib.Path(__file__).resolve().parents[1].parent / 'shared' / 'data' / 'cifar10'
@@ -389,7 +389,7 @@ def test_unreadable_checkpoints_name_the_file(tmp_path, make, words):
     path = tmp_path / 'c.pth.tar'
     make(path)
     with pytest.raises((ValueError, OSError), match=f'{path}.*{words}|{words}'):
-        hub.load_checkpoint_file(path)
+        checkpoint.load_checkpoint_file(path)
 
 
 def test_export_measures_and_cards_the_other_depths(tmp_path, eval_dir):
@@ -442,19 +442,19 @@ def test_weights_loaded_by_path_on_another_grid_than_their_config_json_are_warne
     from timm_odevit.cli.train import checked_load_checkpoint
     release = pathlib.Path(__file__).resolve().parents[1] / 'release'
     weights = release / 'odevit_tiny_cifar.c10' / 'model.safetensors'
-    warning = hub.depth_mismatch(timm.create_model('odevit_tiny_cifar'), weights)
+    warning = checkpoint.depth_mismatch(timm.create_model('odevit_tiny_cifar'), weights)
     assert '6 euler steps to t=1' in warning and '12 euler steps to t=1' in warning and '--model local-dir:' in warning
     for same_grid in (dict(steps=6), dict(steps=6, check_finite=False), dict(step_size=1 / 6)):
-        assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar', **same_grid), weights) == '', same_grid
-    assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar', steps=6, solver='rk4'), weights) != ''
+        assert checkpoint.depth_mismatch(timm.create_model('odevit_tiny_cifar', **same_grid), weights) == '', same_grid
+    assert checkpoint.depth_mismatch(timm.create_model('odevit_tiny_cifar', steps=6, solver='rk4'), weights) != ''
     bvit = release / 'bvit_tiny_cifar.c10' / 'model.safetensors'  # its config.json leaves out iterations=12
-    assert '12 recurrence steps to t=12' in hub.depth_mismatch(timm.create_model('bvit_tiny_cifar', iterations=6), bvit)
-    assert hub.depth_mismatch(timm.create_model('bvit_tiny_cifar'), bvit) == ''
-    assert hub.depth_mismatch(timm.create_model('bvit_tiny_cifar'), weights) == ''  # another architecture
-    assert hub.depth_mismatch(torch.nn.Linear(2, 2), weights) == ''
+    assert '12 recurrence steps to t=12' in checkpoint.depth_mismatch(timm.create_model('bvit_tiny_cifar', iterations=6), bvit)
+    assert checkpoint.depth_mismatch(timm.create_model('bvit_tiny_cifar'), bvit) == ''
+    assert checkpoint.depth_mismatch(timm.create_model('bvit_tiny_cifar'), weights) == ''  # another architecture
+    assert checkpoint.depth_mismatch(torch.nn.Linear(2, 2), weights) == ''
     alone = tmp_path / 'model.safetensors'  # no config.json beside it: nothing to compare with
     shutil.copy(weights, alone)
-    assert hub.depth_mismatch(timm.create_model('odevit_tiny_cifar'), alone) == ''
+    assert checkpoint.depth_mismatch(timm.create_model('odevit_tiny_cifar'), alone) == ''
     checked_load_checkpoint(load_checkpoint)(timm.create_model('odevit_tiny_cifar'), str(weights))
     assert '6 euler steps to t=1' in capsys.readouterr().err
 

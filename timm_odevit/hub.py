@@ -18,17 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-# read_config, check_model_source, depth_mismatch, load_checkpoint_file: imported from here by the train.py wrapper,
-# odevit-inspect and tools/
-from ._checks import read_config, replaced_folder  # noqa: F401
-from .checkpoint import (  # noqa: F401
-    MODEL_FILES,
-    check_model_source,
-    depth_mismatch,
-    load_checkpoint_file,
-    model_from_checkpoint,
-    verify_folder,
-)
+from ._checks import replaced_folder
+from .checkpoint import MODEL_FILES, model_from_checkpoint, verify_folder
 from .data import image_folder
 from .evaluation import DEFAULT_GRIDS, check_grids, evaluate, evaluate_grids
 from .loader import short

@@ -194,7 +194,8 @@ def inspect_parser() -> argparse.ArgumentParser:
 
 def _build_model(p: argparse.ArgumentParser, args):
     import timm
-    from .hub import model_from_checkpoint, read_config
+    from ._checks import read_config
+    from .checkpoint import model_from_checkpoint
     try:
         if args.model.startswith('local-dir:'):
             # a bad config.json named before timm's loader reads it

@@ -202,7 +202,7 @@ def read_run(run_dir) -> Dict[str, Any]:
 
 def held_out(run: Dict[str, Any]) -> Dict[str, Any]:
     """The split the run validated on and its image count, as timm's reader finds them (the data must be here)."""
-    from timm_odevit.hub import image_folder
+    from timm_odevit.data import image_folder
     data_dir, split = run['args'].get('data_dir'), run['args'].get('val_split') or 'validation'
     if not data_dir or not (pathlib.Path(data_dir) / split).is_dir():
         raise ValueError(f"the run validated on {data_dir!r}/{split} (args.yaml data_dir / val_split), which is not a "
@@ -213,7 +213,7 @@ def held_out(run: Dict[str, Any]) -> Dict[str, Any]:
 def best_epoch(run: Dict[str, Any]) -> Dict[str, Any]:
     """The epoch model_best.pth.tar holds (summary.csv's highest eval_top1, the earlier on a tie), cross-checked
     against the checkpoint's own epoch and metric."""
-    from timm_odevit.hub import load_checkpoint_file
+    from timm_odevit.checkpoint import load_checkpoint_file
     rows = run['rows']
     best = max(rows, key=lambda r: (float(r['eval_top1']), -int(r['epoch'])))
     path = run['dir'] / 'model_best.pth.tar'
@@ -272,7 +272,7 @@ def check_speed(args: Dict[str, Any], speed: Optional[str], speed_record: Option
 
 def check_start(run: Dict[str, Any], release_dir: pathlib.Path) -> None:
     """A cycle starts from the release it is compared with, and trains its architecture."""
-    from timm_odevit.hub import read_config
+    from timm_odevit._checks import read_config
     architecture = read_config(release_dir)['architecture']
     if run['args'].get('model') != architecture:
         raise ValueError(f"the run trained {run['args'].get('model')!r}, the release is {architecture!r}")

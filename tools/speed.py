@@ -358,7 +358,7 @@ def select(config: str, data_dir: Optional[str] = None, batch_size: int = 32, up
     (:func:`epochs_that_fit`, record['epochs']); needs ``data_dir`` (the splits' sizes). ``model_kwargs``: the run's
     ``--model-kwargs``, which replace the config's ``model_kwargs`` whole, as in train.py."""
     import torch
-    from timm_odevit.hub import check_model_source
+    from timm_odevit.checkpoint import check_model_source
     from .train import hardware
     log = log or sys.stderr
     cfg = read_config(config)

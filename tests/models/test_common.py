@@ -231,8 +231,8 @@ def test_a_checkpoint_of_something_else_names_the_file(tmp_path):
                                                      KeyError)])
 def test_malformed_config_names_the_file(saved, tmp_path, text, words, timm_error):
     """timm's local-dir: loader keeps its own error (the package does not patch timm); the package's
-    own checks (hub.read_config, used by verify_folder and the CLIs) name the file."""
-    from timm_odevit.hub import read_config
+    own checks (_checks.read_config, used by verify_folder and the CLIs) name the file."""
+    from timm_odevit._checks import read_config
     folder = _variant(saved, tmp_path, config_text=text)
     with pytest.raises(timm_error):
         timm.create_model(f'local-dir:{folder}', pretrained=True)

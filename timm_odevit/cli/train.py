@@ -132,8 +132,8 @@ def check_distillation_args(args) -> None:
 
 def check_model_sources(args) -> None:
     """SystemExit naming the file when ``args.model`` or ``args.kd_model_name`` is a ``local-dir:`` folder whose
-    config.json builds no model (:func:`timm_odevit.hub.check_model_source`; timm raises a bare KeyError there)."""
-    from timm_odevit.hub import check_model_source
+    config.json builds no model (:func:`timm_odevit.checkpoint.check_model_source`; timm raises a bare KeyError there)."""
+    from timm_odevit.checkpoint import check_model_source
     for key in ('model', 'kd_model_name'):
         try:
             check_model_source(getattr(args, key, None))
@@ -218,9 +218,9 @@ def _install_tasks(module) -> None:
 
 def checked_load_checkpoint(load):
     """validate.py's ``load_checkpoint`` (--checkpoint), which also warns when the config.json beside the weights
-    runs them on another grid than the model (:func:`timm_odevit.hub.depth_mismatch`)."""
+    runs them on another grid than the model (:func:`timm_odevit.checkpoint.depth_mismatch`)."""
     def load_checkpoint(model, checkpoint_path, *args, **kwargs):
-        from timm_odevit.hub import depth_mismatch
+        from timm_odevit.checkpoint import depth_mismatch
         out = load(model, checkpoint_path, *args, **kwargs)
         warning = depth_mismatch(model, checkpoint_path)
         if warning:

@@ -43,7 +43,7 @@ def load_teacher(
     weights its run selected on (EMA with --model-ema, else raw); a bare state dict is built with ``model_kwargs``.
     The class count is the checkpoint's head; a teacher built by name has ``num_classes``. TypeError for models
     without (B, N, D) token intermediates."""
-    from ..hub import check_model_source, model_from_checkpoint
+    from ..checkpoint import check_model_source, model_from_checkpoint
     if isinstance(teacher, nn.Module):
         model = teacher
     elif checkpoint is not None:
