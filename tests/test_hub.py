@@ -55,7 +55,7 @@ def test_export_writes_timm_hub_format(exported):
     assert {p.name for p in folder.iterdir()} >= {'config.json', 'model.safetensors', 'README.md'}
     config = json.loads((folder / 'config.json').read_text())
     assert config['architecture'] == 'odevit_tiny_cifar' and config['num_classes'] == 10
-    assert config['model_args']['solver'] == 'rk4' and config['model_args']['steps'] == 3
+    assert config['model_args']['solver'] == {'method': 'rk4', 'steps': 3, 't_end': 1.0}
     cfg = config['pretrained_cfg']
     assert tuple(cfg['mean']) == pytest.approx((0.4914, 0.4822, 0.4465)) and cfg['input_size'] == [3, 32, 32]
     card = (folder / 'README.md').read_text()
