@@ -522,6 +522,7 @@ def test_an_odeified_vit_with_train_depth_saved_with_save_for_hf_reloads(tmp_pat
 def test_the_packaged_config_json_supplies_the_released_settings(tag):
     """One source of released settings: the config.json packaged beside the weights (a copy of the release's), read
     as local-dir: reads it; explicit kwargs win, and the settings are recorded for save_for_hf."""
+    from timm_odevit.layers.solver import fold_flat_solver_kwargs, solver_config
     from timm_odevit.models._common import packaged_weights
     release = pathlib.Path(__file__).resolve().parents[1] / 'release' / tag
     assert packaged_weights(tag).with_name('config.json').read_bytes() == (release / 'config.json').read_bytes()
@@ -529,8 +530,10 @@ def test_the_packaged_config_json_supplies_the_released_settings(tag):
     folder = timm.create_model(f'local-dir:{release}', pretrained=True)
     assert model.blocks.solver == folder.blocks.solver and model.pretrained_model_args == folder.pretrained_model_args
     _same_logits(model, folder)
-    saved = json.loads((release / 'config.json').read_text())['model_args']
+    saved = fold_flat_solver_kwargs(json.loads((release / 'config.json').read_text())['model_args'])
+    solver = saved.pop('solver', None)  # the old flat spelling, read into solver=
     assert all(model._model_args[k] == v for k, v in saved.items())
+    assert solver is None or solver_config(solver) == model.blocks.solver == solver_config(model._model_args['solver'])
     assert len(timm.create_model(tag, pretrained=True, **{'steps' if 'odevit' in tag else 'iterations': 4}).blocks) == 4
 
 
