@@ -53,7 +53,7 @@ def test_attention_is_bias_free_by_default():
 def test_bad_attention_arguments():
     with pytest.raises(ValueError, match='attn_type'):
         ODEAttention(16, 2, attn_type='linear')
-    with pytest.raises(ValueError, match='divisible'):
+    with pytest.raises(AssertionError, match='divisible'):  # timm's Attention
         ODEAttention(10, 3)
 
 

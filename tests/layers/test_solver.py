@@ -8,7 +8,8 @@ import torchdiffeq
 
 from timm_odevit.layers import ContinuousDepthStack, ODEViTField, SolverConfig
 from timm_odevit.layers.solver import (
-    ADAMS_METHODS, ADAPTIVE_METHODS, MAX_STEPS, METHODS, OPTIONS, RUNGE_KUTTA_METHODS, TABLEAUS, rk_step)
+    ADAMS_METHODS, ADAPTIVE_METHODS, MAX_STEPS, METHODS, OPTIONS, RUNGE_KUTTA_METHODS, TABLEAUS)
+from timm_odevit.layers.stepping import rk_step
 
 
 def _field(dim=16, heads=2, **kw):

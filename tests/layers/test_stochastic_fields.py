@@ -7,7 +7,7 @@ from torch import nn
 
 from timm_odevit.layers import ContinuousDepthStack, ODEViTField, SolverConfig
 from timm_odevit.layers.block_fields import BlockField
-from timm_odevit.layers.depth_stack import active_stochastic_modules
+from timm_odevit.layers.diagnostics import active_stochastic_modules
 
 
 def _block(adjoint=False, method='euler', **drops):

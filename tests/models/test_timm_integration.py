@@ -11,7 +11,8 @@ from timm.models._manipulate import reinit_non_persistent_buffers
 from timm.optim import param_groups_layer_decay
 
 import timm_odevit
-from timm_odevit.layers import METHODS, RUNGE_KUTTA_METHODS, ContinuousDepthStack
+from timm_odevit.layers import ContinuousDepthStack
+from timm_odevit.layers.solver import METHODS, RUNGE_KUTTA_METHODS
 from timm_odevit.models import checkpoint_filter_fn, embed_tokens
 from timm_odevit.tasks import DeepSupervisionTask
 
@@ -93,7 +94,7 @@ def test_set_input_size_and_set_solver_survive_save_for_hf(tmp_path):
     model.set_input_size((48, 48))
     model.set_solver(method='midpoint', step_size=0.5)
     loaded, config = _reload(model, tmp_path)
-    assert config['model_args']['img_size'] == [48, 48] and config['model_args']['solver'] == 'midpoint'
+    assert config['model_args']['img_size'] == [48, 48] and config['model_args']['solver']['method'] == 'midpoint'
     assert config['pretrained_cfg']['input_size'] == [3, 48, 48] and config['pretrained_cfg']['fixed_input_size']
     assert loaded.solver == model.solver and loaded.patch_embed.img_size == (48, 48)
     x = _x(48)
@@ -242,7 +243,7 @@ def test_odeify_round_trips_through_save_for_hf(tmp_path):
     loaded, config = _reload(ode, tmp_path)
     assert config['architecture'] == 'vit_odeified'
     args = config['model_args']
-    assert (args['base'], args['field'], args['solver'], args['steps'], args['depth']) == (
+    assert (args['base'], args['field'], args['solver']['method'], args['solver']['steps'], args['depth']) == (
         'deit_tiny_distilled_patch16_224', 'odevit', 'rk4', 6, 3)
     assert type(loaded) is type(ode) and loaded.blocks.solver == ode.blocks.solver
     with torch.no_grad():

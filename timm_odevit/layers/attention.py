@@ -36,10 +36,6 @@ class ODEAttention(Attention):
     ):
         if attn_type not in ATTN_TYPES:
             raise ValueError(f'Unknown attn_type {attn_type!r}: choose one of {ATTN_TYPES}')
-        if dim % num_heads:
-            raise ValueError(
-                f'dim ({dim}) must be divisible by num_heads ({num_heads}): change one of them'
-            )
         super().__init__(
             dim,
             num_heads,

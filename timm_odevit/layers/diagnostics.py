@@ -32,14 +32,14 @@ def active_stochastic_modules(module: nn.Module) -> List[str]:
     return [name or type(module).__name__ for name, m in module.named_modules() if active(m)]
 
 
-def _check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
+def check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
     if attn_mask is not None or is_causal:
         raise ValueError(
             'a continuous-depth stack attends over all tokens and takes no attention masks: drop them'
         )
 
 
-def _any_hooks(stack: nn.Module) -> bool:
+def any_hooks(stack: nn.Module) -> bool:
     """Hooks on an interval of ``stack``, or global module hooks, which fire on every module call and so on the
     intervals too."""
     return any(map(has_module_hooks, stack)) or has_global_module_hooks()

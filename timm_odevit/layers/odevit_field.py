@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from timm.layers import DropPath, Mlp
 
-from .._checks import is_real
+from .._checks import check_number
 from .attention import ODEAttention
 from .center_norm import CenterNorm
 
@@ -86,11 +86,9 @@ class ODEViTField(nn.Module):
     ):
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
-        if not is_real(depth_scale) or not (math.isfinite(depth_scale) and depth_scale > 0):
-            raise ValueError(f'depth_scale must be a finite number > 0, got {depth_scale!r}')
         if norm not in _NORMS:
             raise ValueError(f'Unknown field norm {norm!r}: choose one of {FIELD_NORMS}')
-        self.depth_scale = float(depth_scale)
+        self.depth_scale = check_number('depth_scale', depth_scale, positive=True)
         self.time_embed = TimeEmbedding(dim, **dd) if time_conditioned else None
         self.norm_attn = _NORMS[norm](dim, **dd)
         self.attn = ODEAttention(

@@ -1,21 +1,17 @@
-"""The stepper: how a continuous-depth stack integrates its field on the uniform grid t_k = k·h, h = t_end / steps.
+"""How a continuous-depth stack integrates its field: :class:`SolverConfig`, the settings of the uniform grid
+t_k = k·h, h = t_end / steps, and the methods it can be stepped with (:mod:`.stepping` steps it).
 
-Runge–Kutta methods are stepped here, one grid interval per :func:`rk_step`, from the Butcher tables below (those
-of torchdiffeq's methods of the same names; its ``rk4`` is the 3/8 rule). ``'recurrence'`` is Euler with h = 1: on
-the state-subtracted field ż = B(z) − z its step z + (B(z) − z) is the recurrence z_k = B(z_{k−1}). Multistep
-(Adams) and adaptive methods, and every method with the adjoint, run through torchdiffeq's public ``odeint``
-(:func:`odeint_grid`), one call to all grid points, so their history and step size carry over between grid points.
+``'recurrence'`` is Euler with h = 1: on the state-subtracted field ż = B(z) − z its step z + (B(z) − z) is the
+recurrence z_k = B(z_{k−1}).
 """
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
-from torchdiffeq import odeint, odeint_adjoint
 
-from .._checks import check_dict, is_int, is_real
-from .._compat import ODE_SOLVE_FAILURES
+from .._checks import check_dict, check_int, check_number, is_int, is_real
 
 # method -> (c: stage times, a: stage weights (rows of the lower triangle), b: step weights)
 _EULER = ((0.,), ((),), (1.,))
@@ -93,31 +89,21 @@ class SolverConfig:
     max_steps: int = MAX_STEPS
 
     def __post_init__(self):
-        if not isinstance(self.method, str) or self.method not in METHODS:
-            raise ValueError(
-                f'Unknown ODE solver {self.method!r}: choose one of {", ".join(METHODS)}'
-            )
+        if self.method not in METHODS:
+            raise ValueError(f'Unknown ODE solver {self.method!r}: choose one of {", ".join(METHODS)}')
         for name in ('adjoint', 'check_finite'):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f'{name} must be True or False, got {getattr(self, name)!r}')
-        for name in ('t_end', 'rtol', 'atol') + (
-            ('step_size',) if self.step_size is not None else ()
-        ):
+        for name in ('t_end', 'rtol', 'atol', 'step_size', 'steps', 'max_steps'):
             value = getattr(self, name)
-            if not is_real(value):
-                raise TypeError(f'{name} must be a number, got {value!r} ({type(value).__name__})')
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
-            object.__setattr__(self, name, float(value))
-        for name in ('steps', 'max_steps'):
-            value = getattr(self, name)
-            if value is not None and not is_int(value):
-                raise TypeError(
-                    f'{name} must be an integer, got {value!r} ({type(value).__name__})'
-                )
-            if value is not None and value < 1:
-                raise ValueError(f'{name} must be an integer >= 1, got {value!r}')
-        steps = None if self.steps is None else int(self.steps)
+            integer = name in ('steps', 'max_steps')
+            if value is None and name in ('step_size', 'steps'):
+                continue
+            if not (is_int(value) if integer else is_real(value)):
+                raise TypeError(f'{name} must be {"an integer" if integer else "a number"}, got {value!r}')
+            value = check_int(name, value) if integer else check_number(name, value, positive=True)
+            object.__setattr__(self, name, value)
+        steps = self.steps
         if self.step_size is not None:
             from_size = max(1, math.ceil(self.t_end / self.step_size - 1e-9))
             if steps is not None and steps != from_size:
@@ -139,11 +125,8 @@ class SolverConfig:
                 'steps, an adaptive method, or raise max_steps if you mean it'
             )
         object.__setattr__(self, 'steps', steps)
-        object.__setattr__(self, 'max_steps', int(self.max_steps))
         if not isinstance(self.options, dict):
-            raise TypeError(
-                f'options must be a dict of torchdiffeq options, got {type(self.options).__name__}'
-            )
+            raise TypeError(f'options must be a dict of torchdiffeq options, got {type(self.options).__name__}')
         object.__setattr__(self, 'options', dict(self.options))  # a copy: the config is frozen
         unknown = sorted(set(self.options) - set(OPTIONS[self.method]))
         if unknown:
@@ -171,6 +154,14 @@ class SolverConfig:
     def evals_per_step(self) -> Optional[int]:
         """Field evaluations per grid step of Runge–Kutta methods (None for Adams and adaptive)."""
         return RUNGE_KUTTA_METHODS.get(self.method)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The fields that rebuild this config (``SolverConfig(**d)``, JSON-ready): the method, the steps (or the
+        step_size they were given by) and t_end, and the other fields where they differ from the defaults."""
+        fields = dataclasses.asdict(self)
+        defaults = dataclasses.asdict(SolverConfig())
+        del fields['steps' if self.step_size is not None else 'step_size']
+        return {k: v for k, v in fields.items() if k in ('method', 'steps', 'step_size', 't_end') or v != defaults[k]}
 
     def exact_evals(self, steps: int) -> Optional[int]:
         """Field evaluations of ``steps`` grid steps when the method fixes them (Runge–Kutta), else None."""
@@ -223,79 +214,35 @@ class SolverConfig:
         )
 
 
-# the solver keyword arguments of the models (odevit_*, bvit_*, vit_odeified); ``solver`` is the method
-SOLVER_KWARGS = (
-    'solver',
-    'steps',
-    'step_size',
-    't_end',
-    'rtol',
-    'atol',
-    'adjoint',
-    'check_finite',
-    'solver_options',
-)
+def solver_config(solver: Union[None, str, Dict[str, Any], SolverConfig], **defaults) -> SolverConfig:
+    """The one spelling of solver settings, as models and :func:`odeify` take them: ``solver`` a
+    :class:`SolverConfig` (taken as it is), a method name or a dict of its fields, read over ``defaults`` (fields
+    too; a given ``step_size`` replaces the default ``steps``), or None (the defaults)."""
+    if isinstance(solver, SolverConfig):
+        return solver
+    fields = {'method': solver} if isinstance(solver, str) else check_dict('solver', solver or {})
+    if 'step_size' in fields:
+        defaults.pop('steps', None)
+    return SolverConfig(**{**defaults, **fields})
 
 
-def pop_solver_kwargs(kwargs: Dict[str, Any], skip: Sequence[str] = ()) -> Dict[str, Any]:
-    """Pop a model's solver keyword arguments (:data:`SOLVER_KWARGS` but ``skip``) from its ``kwargs``: those given and
-    not None, as :class:`SolverConfig` fields (``solver`` is the method, ``solver_options`` the options)."""
-    fields = {'solver': 'method', 'solver_options': 'options'}
-    solver = {
-        fields.get(k, k): v
-        for k in SOLVER_KWARGS
-        if k not in skip and (v := kwargs.pop(k, None)) is not None
-    }
-    if 'options' in solver:  # named as the model calls it (SolverConfig's would say 'options')
-        solver['options'] = check_dict('solver_options (torchdiffeq options)', solver['options'])
-    return solver
+# The old spelling: flat model kwargs (``solver='euler', steps=6``: ``solver`` the method, ``solver_options`` the
+# options), as released config.json files (release/*/config.json) and train configs' model_kwargs record them.
+# models._builder.build_continuous_depth_model, every model's create_model entry, folds them into ``solver`` (the one
+# place that reads them).
+FLAT_SOLVER_KWARGS = ('steps', 'step_size', 't_end', 'rtol', 'atol', 'adjoint', 'check_finite', 'solver_options')
 
 
-def rk_step(f: Callable, t: float, h: float, x: torch.Tensor, method: str) -> torch.Tensor:
-    """One step x(t) -> x(t + h) of the Runge–Kutta ``method`` on dx/dt = f(t, x) (t a float)."""
-    c, a, b = TABLEAUS[method]
-    k = []
-    for c_i, a_i in zip(c, a):
-        k.append(f(t + c_i * h, x if not a_i else x + h * _weighted(a_i, k)))
-    return x + h * _weighted(b, k)
-
-
-def _weighted(weights: Sequence[float], k: Sequence[torch.Tensor]) -> torch.Tensor:
-    terms = [w * k_j if w != 1. else k_j for w, k_j in zip(weights, k) if w]
-    return sum(terms[1:], terms[0])
-
-
-def odeint_grid(f: Callable, x: torch.Tensor, t: torch.Tensor, config: SolverConfig,
-                params: Sequence[torch.Tensor] = (), end_only: bool = False) -> torch.Tensor:
-    """States at t[1:] from x at t[0] (a slice of the config's grid), one torchdiffeq ``odeint`` call (shape
-    (len(t) - 1, *x.shape)); fixed-grid methods step from one grid point to the next. ``end_only`` (fixed-grid
-    methods): the same steps, only X(t[-1]) returned (shape (1, *x.shape)), so that the adjoint keeps 2 states
-    for its backward pass instead of len(t)."""
-    # no values (the step-size control would divide by a zero-size norm)
-    if x.numel() == 0 or x.is_meta:
-        return (x + 0 * f(t[0], x)).expand(len(t) - 1, *x.shape)
-    if config.is_adaptive and x.dtype in (torch.float16, torch.bfloat16) and \
-            min(config.rtol, config.atol) < torch.finfo(x.dtype).eps:
-        raise ValueError(
-            f'the adaptive {config.method!r} cannot meet rtol={config.rtol:g}, atol={config.atol:g} in '
-            f'{x.dtype} (its precision {torch.finfo(x.dtype).eps:.2g}): use larger tolerances or float32'
-        )
-    kwargs = dict(
-        method='euler' if config.method == 'recurrence' else config.method,
-        options=dict(config.options),
-        rtol=config.rtol,
-        atol=config.atol,
-    )
-    # the grid's fractions of [t0, t1]: the adjoint's backward solve asks for (-t1, -t0)
-    if end_only:
-        frac = (t - t[0]) / (t[-1] - t[0])
-        kwargs['options']['grid_constructor'] = (
-            lambda func, y0, ends: ends[0] + (ends[-1] - ends[0]) * frac
-        )
-        t = t[[0, -1]]
-    try:
-        if config.adjoint:
-            return odeint_adjoint(f, x, t, adjoint_params=tuple(params), **kwargs)[1:]
-        return odeint(f, x, t, **kwargs)[1:]
-    except ODE_SOLVE_FAILURES as e:  # a failed adaptive solve ('underflow in dt nan')
-        raise FloatingPointError(f'ODE solver failed ({config.describe()}): {e}') from e
+def fold_flat_solver_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """``kwargs`` with the :data:`FLAT_SOLVER_KWARGS` given (not None) folded into ``solver`` (a method name, a dict or
+    a :class:`SolverConfig`), over its fields."""
+    flat = {k: kwargs.pop(k) for k in FLAT_SOLVER_KWARGS if k in kwargs}
+    flat = {k: v for k, v in flat.items() if v is not None}
+    if 'solver_options' in flat:
+        flat['options'] = check_dict('solver_options (torchdiffeq options)', flat.pop('solver_options'))
+    solver = kwargs.get('solver')
+    if isinstance(solver, SolverConfig):
+        kwargs['solver'] = solver.replace(**flat)
+    elif flat:
+        kwargs['solver'] = {**({'method': solver} if isinstance(solver, str) else solver or {}), **flat}
+    return kwargs

@@ -8,9 +8,9 @@ from torch import nn
 
 from .._checks import check_dict, check_int, read_json
 from .._compat import recorded_model_args, set_recorded_model_args
+from ..layers.solver import fold_flat_solver_kwargs
 from ._cfgs import follow_input_size
 from ._checkpoint import checkpoint_filter_fn
-
 
 def saved_model_args(cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The ``model_args`` of the ``config.json`` published with the weights of a resolved pretrained cfg that
@@ -57,11 +57,12 @@ def saved_config(cfg) -> Optional[str]:
 
 
 def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) -> nn.Module:
-    """timm's ``build_model_with_cfg`` with our checkpoint filter and getter features. With ``pretrained=True`` and a
-    model class ``cls``, the ``model_args`` of the weights' own ``config.json`` (:func:`saved_model_args`) are the
-    defaults, as timm's
-    ``local-dir:`` applies them (explicit kwargs win), and are recorded as construction args, so ``save_for_hf``
-    exports them. An error while reading the weights becomes a ValueError naming their source."""
+    """timm's ``build_model_with_cfg`` with our checkpoint filter and getter features, the entry point of every
+    continuous-depth model's kwargs (flat solver kwargs are folded into ``solver`` here). With ``pretrained=True``
+    and a model class ``cls``, the ``model_args`` of the weights' own ``config.json`` (:func:`saved_model_args`) are
+    the defaults, as timm's ``local-dir:`` applies them (explicit kwargs win), and are recorded as construction
+    args, so ``save_for_hf`` exports them. An error while reading the weights becomes a ValueError naming their
+    source."""
     from timm.models import build_model_with_cfg, resolve_pretrained_cfg
     # timm's ViT kwarg: say what stands for it, not a bare TypeError
     if 'depth' in kwargs and isinstance(cls, type):
@@ -89,7 +90,7 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
     filter_fn = kwargs.pop('pretrained_filter_fn', checkpoint_filter_fn)
 
     def construct(**model_kwargs):  # marks where construction ends and loading the weights starts
-        stage.append(cls(**model_kwargs))
+        stage.append(cls(**fold_flat_solver_kwargs(model_kwargs)))
         return stage[0]
 
     def load_filter(state_dict, model):  # ... and where loading ends

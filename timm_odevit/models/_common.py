@@ -240,11 +240,8 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         # e.g. nn.Sequential(*intervals): each checks its state
         if not isinstance(stack, ContinuousDepthStack):
             return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
-        deferred = stack.defer_checks()  # the stack leaves its check of the final state to us
-        try:
+        with stack.deferred_checks() as deferred:  # the stack leaves its check of the final state to us
             out = super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
-        finally:
-            stack.end_deferred_checks()
         finite = [torch.isfinite(t.detach()).all() for _, t in deferred] if deferred else None
         if finite is None or bool(torch.stack([*finite, torch.isfinite(out.detach()).all()]).all()):
             return out

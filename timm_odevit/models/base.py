@@ -5,6 +5,7 @@ from typing import Any, Dict, List, Union
 
 from .._compat import TimmModelArgs
 from ..layers import ContinuousDepthStack
+from ..layers.solver import FLAT_SOLVER_KWARGS
 
 __all__ = ['ContinuousDepthMixin']
 
@@ -38,21 +39,25 @@ class ContinuousDepthMixin(TimmModelArgs):
         """Ignored: timm's ``VisionTransformer.__init__`` sets the list of the blocks it builds; here it is derived
         from the stack."""
 
-    @staticmethod
-    def depth_model_args(args: Dict[str, Any]) -> Dict[str, Any]:
-        """The stack's solver settings (``blocks.model_args()``) as this model's kwargs; a family that names them
-        otherwise overrides it."""
-        return args
+    def depth_args(self) -> Dict[str, Any]:
+        """The depth's current settings as this model's kwargs (None: drop the kwarg): ``solver`` (a dict of
+        :class:`SolverConfig` fields) and ``train_depth``."""
+        stack = self.blocks
+        return dict(
+            solver=stack.solver.to_dict(),
+            train_depth=list(stack.train_depth) if stack.train_depth else None,
+        )
 
     def model_args(self) -> Dict[str, Any]:
         """The kwargs that rebuild this model: those timm's ``create_model`` recorded, with the depth's current
-        solver settings over them (a setting of None drops its kwarg)."""
+        settings (:meth:`depth_args`) over them and the flat solver kwargs of the old spelling left out."""
         # replaced, e.g. by nn.Sequential(*intervals)
         if not isinstance(self.blocks, ContinuousDepthStack):
             return dict(self.recorded_args)
-        depth_args = self.depth_model_args(self.blocks.model_args())
-        args = dict(self.recorded_args, **depth_args)
-        return {k: v for k, v in args.items() if depth_args.get(k, k) is not None}
+        depth = self.depth_args()
+        args = {k: v for k, v in self.recorded_args.items() if k not in depth and k not in FLAT_SOLVER_KWARGS}
+        args.update({k: v for k, v in depth.items() if v is not None})
+        return args
 
     def record_model_args(self, args: Dict[str, Any]) -> None:
         """Record the kwargs the model was created with (timm's ``create_model`` records them after construction)."""

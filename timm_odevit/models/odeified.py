@@ -23,7 +23,6 @@ import functools
 import logging
 from typing import Any, Dict, Optional, Sequence, Union
 
-import torch
 from torch import nn
 from timm.models import (
     create_model,
@@ -32,112 +31,20 @@ from timm.models import (
     register_model,
     resolve_pretrained_cfg,
 )
-from timm.layers import LayerScale
-from timm.utils import freeze as timm_freeze
-from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
+from timm.models.vision_transformer import VisionTransformer
 
-from ..layers import (
-    BlockField,
-    ContinuousDepthStack,
-    ODEViTField,
-    SolverConfig,
-    pop_solver_kwargs,
-    spectral_init_,
-)
-from .._checks import check_dict, read_config
+from ..layers import BlockField, ContinuousDepthStack, SolverConfig, solver_config
+from .._checks import read_config
 from .._compat import recorded_model_args
 from ._builder import build_continuous_depth_model
 from ._cfgs import cifar_cfg
+from ._from_blocks import freeze_parts, odevit_field_from, source_block
 from .base import ContinuousDepthMixin
 
 __all__ = ['odeify']
 _logger = logging.getLogger(__name__)
 FIELDS = ('state_subtracted', 'odevit')
 _SOURCE_KEYS = ('url', 'file', 'state_dict', 'hf_hub_id', 'hf_hub_filename', 'source', 'tag')
-
-
-@torch.no_grad()
-def _source_block(blocks: nn.Sequential, init: str) -> nn.Module:
-    if init == 'random':
-        block = copy.deepcopy(blocks[0])
-        block.apply(init_weights_vit_timm)
-        for m in block.modules():
-            if isinstance(m, nn.LayerNorm):
-                m.reset_parameters()
-        return block
-    if init == 'mean':
-        block = copy.deepcopy(blocks[0])
-        for name, p in block.named_parameters():
-            p.copy_(torch.stack([b.get_parameter(name) for b in blocks]).mean(0))
-        return block
-    if init.startswith('block:'):
-        try:
-            k = int(init.split(':', 1)[1])
-            return copy.deepcopy(blocks[k])
-        except (ValueError, IndexError):
-            raise ValueError(f'init {init!r}: the model has blocks 0..{len(blocks) - 1}') from None
-    raise ValueError(f"Unknown init {init!r}; choose 'block:k', 'mean' or 'random'")
-
-
-def _get(module: nn.Module, path: str) -> Optional[nn.Module]:
-    for name in path.split('.'):
-        module = getattr(module, name, None)
-    return module
-
-
-def _layer_scale(block: nn.Module, name: str) -> Optional[torch.Tensor]:
-    """The gamma of a timm LayerScale ``block.<name>`` (deit3 and other ViTs with init_values), else None."""
-    scale = getattr(block, name, None)
-    return scale.gamma if isinstance(scale, LayerScale) else None
-
-
-@torch.no_grad()
-def _odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
-    """The ODE-ViT field from a timm ``Block``'s attention and MLP; LayerScale gammas are folded
-    into the output projections (γ ⊙ W x = (diag γ W) x)."""
-    layout = ('norm1', 'attn.qkv', 'attn.proj', 'mlp.fc1', 'mlp.fc2')
-    missing = [n for n in layout if not isinstance(_get(block, n), (nn.Linear, nn.LayerNorm))]
-    if missing:
-        raise ValueError(
-            f"field='odevit' rebuilds the ODE-ViT field from a timm Block, but {type(block).__name__} "
-            f"lacks {missing}: use field='state_subtracted', which wraps any block"
-        )
-    dim = block.norm1.normalized_shape[0]
-    w = block.attn.qkv.weight
-    field = ODEViTField(dim, block.attn.num_heads, mlp_ratio=block.mlp.fc1.out_features / dim,
-                        depth_scale=float(depth), device=w.device, dtype=w.dtype)
-    spectral_init_(field)
-    if init != 'random':  # attention and MLP weights carry over; CenterNorm/bias-free parts cannot
-        field.attn.qkv.weight.copy_(block.attn.qkv.weight)
-        gamma1 = _layer_scale(block, 'ls1')
-        gamma2 = _layer_scale(block, 'ls2')
-        proj = block.attn.proj.weight
-        fc2 = block.mlp.fc2.weight
-        field.attn.proj.weight.copy_(proj if gamma1 is None else gamma1[:, None] * proj)
-        field.mlp.fc1.weight.copy_(block.mlp.fc1.weight)
-        field.mlp.fc2.weight.copy_(fc2 if gamma2 is None else gamma2[:, None] * fc2)
-    return field
-
-
-def _freeze(model: VisionTransformer, names: Sequence[str]) -> None:
-    """Fix the weights of the named parts of ``model`` (modules through timm's ``freeze``, or parameters)."""
-    if isinstance(names, str):
-        raise TypeError(
-            f"freeze takes a list of names, got the string {names!r}: write e.g. freeze=['head']"
-        )
-    modules = dict(model.named_modules())
-    params = dict(model.named_parameters())
-    unknown = [n for n in names if n not in params and (n not in modules or n in ('', 'blocks'))]
-    if unknown:
-        raise ValueError(
-            f'freeze {unknown}: not a part of the kept shell; choose among patch_embed, cls_token, '
-            'pos_embed, norm, head (or another module or parameter outside blocks)'
-        )
-    for name in names:
-        if name in params:
-            params[name].requires_grad_(False)
-        else:
-            timm_freeze(model, [name])
 
 
 def _odeified_cfg(base_cfg: Dict[str, Any]) -> Dict[str, Any]:
@@ -207,26 +114,17 @@ def odeify(
     if isinstance(blocks, ContinuousDepthStack):
         raise ValueError('this model is already odeified')
     depth = len(blocks)
-    source = _source_block(blocks, init)
-    if field == 'state_subtracted':
+    source = source_block(blocks, init)
+    if field == 'state_subtracted':  # h = 1: Euler's L steps apply the block L times
         vector_field = BlockField(source, 'state_subtracted')
-        default = SolverConfig(method='euler', steps=depth, t_end=float(depth))
+        config = solver_config(solver, steps=depth, t_end=float(depth))
     else:
-        vector_field = _odevit_field_from(source, depth, init)
-        default = SolverConfig(method='euler', steps=depth, t_end=1.0)
-    if isinstance(solver, SolverConfig):
-        config = solver
-    else:  # a method name, as the models' solver= kwarg, or SolverConfig fields
-        changes = (
-            {'method': solver} if isinstance(solver, str) else check_dict('solver', solver or {})
-        )
-        if 'steps' in changes and 't_end' not in changes and field == 'state_subtracted':
-            changes['t_end'] = default.t_end  # keep the horizon, refine the grid
-        config = default.replace(**changes)
+        vector_field = odevit_field_from(source, depth, init)
+        config = solver_config(solver, steps=depth)
     # a copy without the L blocks
     converted = copy.deepcopy(model, memo={id(blocks): nn.Identity()})
     converted.__class__ = odeified_class(type(model))  # the user's timm class stays untouched
-    _freeze(converted, freeze)
+    freeze_parts(converted, freeze)
     converted.blocks = ContinuousDepthStack(vector_field, config)
     base_cfg = dict(getattr(model, 'pretrained_cfg', None) or {})
     base = base_cfg.get('architecture')
@@ -267,7 +165,7 @@ def _build_odeified(
     base: str,
     field: str,
     init: str,
-    solver: Dict[str, Any],
+    solver: Union[None, str, Dict[str, Any], SolverConfig],
     base_pretrained: bool,
     train_depth: Optional[Sequence[int]] = None,
     base_cache_dir: Optional[str] = None,
@@ -289,17 +187,19 @@ def vit_odeified(
         init: str = 'mean',
         train_depth: Optional[Sequence[int]] = None,
         freeze: Sequence[str] = (),
+        solver: Union[None, str, Dict[str, Any], SolverConfig] = None,
         **kwargs,
 ) -> VisionTransformer:
     """timm ViT ``base`` (a registered name, ``local-dir:`` or ``hf-hub:``; other kwargs go to it) converted by
-    odeify(field, init, freeze) with the solver settings among the kwargs (:data:`SOLVER_KWARGS`; default Euler over
-    the base's depth); ``train_depth``: anytime training (``blocks.set_train_depth``).
+    odeify(field, init, solver, freeze) (default solver: Euler over the base's depth; the flat solver kwargs of the old
+    spelling are read too, ``layers.solver.FLAT_SOLVER_KWARGS``); ``train_depth``: anytime training
+    (``blocks.set_train_depth``).
 
     The paper's plug & play student, in a trained ViT's shell (its patch embedding, [CLS], position embedding, final
     norm and classifier, fixed) with a new ODE-ViT field at its width::
 
         timm.create_model('vit_odeified', base='local-dir:release/teacher_convstem_cifar10_cycle6', pretrained=True,
-                          field='odevit', init='random', steps=6,
+                          field='odevit', init='random', solver=dict(steps=6),
                           freeze=['patch_embed', 'cls_token', 'pos_embed', 'norm', 'head'])
 
     ``pretrained=True`` loads the odeified model's own weights when its pretrained_cfg has a source
@@ -319,7 +219,6 @@ def vit_odeified(
         _logger.info(
             f'vit_odeified: no weights of its own in the pretrained cfg; loading {base} weights, then odeify'
         )
-    solver_args = pop_solver_kwargs(kwargs)
     return build_continuous_depth_model(
         _build_odeified,
         'vit_odeified',
@@ -330,7 +229,7 @@ def vit_odeified(
         base=base,
         field=field,
         init=init,
-        solver=solver_args,
+        solver=solver,
         base_pretrained=pretrained and not own_weights,
         train_depth=train_depth,
         freeze=freeze,

@@ -16,7 +16,7 @@ is spectrally initialised (including the attention in-projection; conv bias 0), 
 changeable after training, and a blow-up raises an error instead of NaN logits. bench/odevit_parity.py
 trains both side by side.
 """
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from torch import nn
@@ -24,13 +24,8 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
 from timm.models import generate_default_cfgs, register_model
 
-from ..layers import (
-    SPECTRAL_INIT_TYPES,
-    ODEViTField,
-    SolverConfig,
-    pop_solver_kwargs,
-    spectral_init_,
-)
+from ..layers import ODEViTField, SolverConfig, solver_config, spectral_init_
+from ..layers.spectral_init import SPECTRAL_INIT_TYPES
 from ._builder import build_continuous_depth_model
 from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
@@ -68,6 +63,7 @@ class ODEViT(ContinuousDepthViT):
             proj_drop_rate: float = 0.,
             drop_path_rate: float = 0.,
             train_depth: Optional[Sequence[int]] = None,
+            solver: Union[None, str, Dict[str, Any], SolverConfig] = None,
             device=None,
             dtype=None,
             **kwargs,
@@ -94,14 +90,14 @@ class ODEViT(ContinuousDepthViT):
                 drop-path on its branches).
             train_depth: anytime training, (lo, hi): each training forward integrates [0, t_end] in a number of
                 steps drawn uniformly from lo..hi (eval uses ``steps``); None trains on the configured grid.
-            kwargs: the solver settings (solver, steps, step_size, t_end, rtol, atol, adjoint, check_finite,
-                solver_options: the :class:`SolverConfig`, method = ``solver``, options = ``solver_options``) and
-                timm's VisionTransformer arguments (img_size, patch_size, in_chans, num_classes, global_pool,
+            solver: a :class:`SolverConfig`, a dict of its fields or a method name (default: Euler, 12 steps over
+                [0, 1]); ``create_model`` also reads the flat solver kwargs of released config.json files
+                (``layers.solver.FLAT_SOLVER_KWARGS``).
+            kwargs: timm's VisionTransformer arguments (img_size, patch_size, in_chans, num_classes, global_pool,
                 class_token, fc_norm, dynamic_img_size, dynamic_img_pad, drop_rate, pos_drop_rate, patch_drop_rate;
                 :class:`ContinuousDepthViT`).
         """
         dd = {'device': device, 'dtype': dtype}
-        solver = SolverConfig(**pop_solver_kwargs(kwargs))
         if head_init not in HEAD_INITS:
             raise ValueError(f'Unknown head_init {head_init!r}; choose one of {HEAD_INITS}')
         super().__init__(
@@ -133,7 +129,7 @@ class ODEViT(ContinuousDepthViT):
             time_conditioned=time_conditioned,
             **dd,
         )
-        self._set_depth(field, solver, train_depth, 'steps')
+        self._set_depth(field, solver_config(solver), train_depth, 'steps')
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:

@@ -1,0 +1,96 @@
+"""What :func:`~.odeified.odeify` builds from a discrete timm ViT: the block its field starts from, the ODE-ViT field
+rebuilt from a timm ``Block``, and the frozen parts of the kept shell."""
+import copy
+from typing import Optional, Sequence
+
+import torch
+from torch import nn
+from timm.layers import LayerScale
+from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
+from timm.utils import freeze as timm_freeze
+
+from ..layers import ODEViTField, spectral_init_
+
+
+@torch.no_grad()
+def source_block(blocks: nn.Sequential, init: str) -> nn.Module:
+    if init == 'random':
+        block = copy.deepcopy(blocks[0])
+        block.apply(init_weights_vit_timm)
+        for m in block.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.reset_parameters()
+        return block
+    if init == 'mean':
+        block = copy.deepcopy(blocks[0])
+        for name, p in block.named_parameters():
+            p.copy_(torch.stack([b.get_parameter(name) for b in blocks]).mean(0))
+        return block
+    if init.startswith('block:'):
+        try:
+            k = int(init.split(':', 1)[1])
+            return copy.deepcopy(blocks[k])
+        except (ValueError, IndexError):
+            raise ValueError(f'init {init!r}: the model has blocks 0..{len(blocks) - 1}') from None
+    raise ValueError(f"Unknown init {init!r}; choose 'block:k', 'mean' or 'random'")
+
+
+def _get(module: nn.Module, path: str) -> Optional[nn.Module]:
+    for name in path.split('.'):
+        module = getattr(module, name, None)
+    return module
+
+
+def _layer_scale(block: nn.Module, name: str) -> Optional[torch.Tensor]:
+    """The gamma of a timm LayerScale ``block.<name>`` (deit3 and other ViTs with init_values), else None."""
+    scale = getattr(block, name, None)
+    return scale.gamma if isinstance(scale, LayerScale) else None
+
+
+@torch.no_grad()
+def odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
+    """The ODE-ViT field from a timm ``Block``'s attention and MLP; LayerScale gammas are folded
+    into the output projections (γ ⊙ W x = (diag γ W) x)."""
+    layout = ('norm1', 'attn.qkv', 'attn.proj', 'mlp.fc1', 'mlp.fc2')
+    missing = [n for n in layout if not isinstance(_get(block, n), (nn.Linear, nn.LayerNorm))]
+    if missing:
+        raise ValueError(
+            f"field='odevit' rebuilds the ODE-ViT field from a timm Block, but {type(block).__name__} "
+            f"lacks {missing}: use field='state_subtracted', which wraps any block"
+        )
+    dim = block.norm1.normalized_shape[0]
+    w = block.attn.qkv.weight
+    field = ODEViTField(dim, block.attn.num_heads, mlp_ratio=block.mlp.fc1.out_features / dim,
+                        depth_scale=float(depth), device=w.device, dtype=w.dtype)
+    spectral_init_(field)
+    if init != 'random':  # attention and MLP weights carry over; CenterNorm/bias-free parts cannot
+        field.attn.qkv.weight.copy_(block.attn.qkv.weight)
+        gamma1 = _layer_scale(block, 'ls1')
+        gamma2 = _layer_scale(block, 'ls2')
+        proj = block.attn.proj.weight
+        fc2 = block.mlp.fc2.weight
+        field.attn.proj.weight.copy_(proj if gamma1 is None else gamma1[:, None] * proj)
+        field.mlp.fc1.weight.copy_(block.mlp.fc1.weight)
+        field.mlp.fc2.weight.copy_(fc2 if gamma2 is None else gamma2[:, None] * fc2)
+    return field
+
+
+def freeze_parts(model: VisionTransformer, names: Sequence[str]) -> None:
+    """Fix the weights of the named parts of ``model`` (modules through timm's ``freeze``, or parameters)."""
+    if isinstance(names, str):
+        raise TypeError(
+            f"freeze takes a list of names, got the string {names!r}: write e.g. freeze=['head']"
+        )
+    modules = dict(model.named_modules())
+    params = dict(model.named_parameters())
+    unknown = [n for n in names if n not in params and (n not in modules or n in ('', 'blocks'))]
+    if unknown:
+        raise ValueError(
+            f'freeze {unknown}: not a part of the kept shell; choose among patch_embed, cls_token, '
+            'pos_embed, norm, head (or another module or parameter outside blocks)'
+        )
+    for name in names:
+        if name in params:
+            params[name].requires_grad_(False)
+        else:
+            timm_freeze(model, [name])
