@@ -1529,8 +1529,9 @@ def trained_on(ctx: Context, script: str) -> str:
         return (f'trained on {" / ".join(machines)}{_which_rows_where(ctx.json(script))}, '
                 + ('one run at a time' if n == 1 else f'up to {n} runs at a time: times compare only between runs '
                    'that ran alike'))
-    return (f'trained on {" / ".join(machines)}' + ('; data and augmentation on the CPU of a GPU machine: the train '
-                                                    'times are no CPU cost measure' if gpu else ''))
+    return (f'trained on {" / ".join(machines)}{_which_rows_where(ctx.json(script))}'
+            + ('; data and augmentation on the CPU of a GPU machine: the train times are no CPU cost measure'
+               if gpu else ''))
 
 
 def _which_rows_where(d: dict) -> str:

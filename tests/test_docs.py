@@ -434,6 +434,12 @@ def test_plug_and_play_study_renders_its_arms_and_decides_the_release_on_held_ou
     table = render.table_plug_and_play(ctx)
     assert '| `plug_and_play` |' in table and '| 443,136 | 3 |' in table and '| 101 s on cpu |' in table
     assert '| `shell_ce` | the same student, cross-entropy only | – | 0 | – | – | – |' in table
+    # rows from two machines (a session draws its machine): the docs say which rows ran where
+    runs = json.loads((tmp_path / 'plug_and_play.json').read_text())
+    runs['runs']['free@seed0']['environment']['machine'] = 'other cpu'
+    (tmp_path / 'plug_and_play.json').write_text(json.dumps(runs))
+    where = render.trained_on(render.Context(results=tmp_path), 'plug_and_play')
+    assert where.startswith('trained on ') and '(`free` seed 0 on other cpu, torch ?; the other rows on cpu, torch ?)' in where
 
 
 def test_plug_and_play_arms_are_the_study_scripts():
