@@ -439,7 +439,8 @@ def test_plug_and_play_study_renders_its_arms_and_decides_the_release_on_held_ou
     runs['runs']['free@seed0']['environment']['machine'] = 'other cpu'
     (tmp_path / 'plug_and_play.json').write_text(json.dumps(runs))
     where = render.trained_on(render.Context(results=tmp_path), 'plug_and_play')
-    assert where.startswith('trained on ') and '(`free` seed 0 on other cpu, torch ?; the other rows on cpu, torch ?)' in where
+    assert where.startswith('trained on ')
+    assert '(`free` seed 0 on other cpu, torch ?; the other rows on cpu, torch ?)' in where
 
 
 def test_plug_and_play_arms_are_the_study_scripts():
