@@ -132,15 +132,6 @@ class EarlyExit(NamedTuple):
     steps: torch.Tensor
 
 
-def _logits(model: nn.Module, z: torch.Tensor, time_point: int) -> torch.Tensor:
-    """The head's reading of the state at 1-based time point ``time_point``, as the model's forward reads
-    its end point (``forward_head(norm(z))``); a bViT trained with separate stage heads reads its training
-    stages with their own head, as its ``forward_stages`` does."""
-    if getattr(model, 'stage_heads', None):
-        return model._head_for(time_point)(model.forward_head(model.norm(z), pre_logits=True))
-    return model.forward_head(model.norm(z))
-
-
 def early_exit(
     model: nn.Module, x: torch.Tensor, rule: ExitRule = None, max_steps: Optional[int] = None
 ) -> EarlyExit:
@@ -192,14 +183,17 @@ def early_exit(
             z = stack[i](z)
             # evaluations of this call, per image
             nfe[active] += stack.nfe - before
-            logits = _logits(model, z, i + 1)                          # (b, C)
+            # the head reads the state as the forward reads its end point; a bViT's stage heads their stages
+            if getattr(model, 'stage_heads', None):
+                logits = model._head_for(i + 1)(model.forward_head(model.norm(z), pre_logits=True))
+            else:
+                logits = model.forward_head(model.norm(z))                 # (b, C)
             if logits.ndim != 2:
                 raise ValueError(
                     f'the head returned shape {tuple(logits.shape)}; early exit needs class logits (B, C)'
                 )
-            logits_out = (
-                logits.new_empty((B, logits.shape[1])) if logits_out is None else logits_out
-            )
+            if logits_out is None:
+                logits_out = logits.new_empty((B, logits.shape[1]))
             prediction = logits.argmax(dim=-1)
             unchanged = torch.zeros_like(prediction) if previous is None else \
                 torch.where(prediction == previous, unchanged + 1, torch.zeros_like(unchanged))
