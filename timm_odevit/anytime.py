@@ -154,10 +154,8 @@ def early_exit(
     rule = _check_rule(Settled(patience=2) if rule is None else rule)
     if not isinstance(x, torch.Tensor):
         raise TypeError(f'x must be an image tensor (B, C, H, W), got {type(x).__name__}')
-    if x.ndim != 4:
-        raise ValueError(f'x must be an image batch (B, C, H, W), got shape {tuple(x.shape)}')
-    if x.shape[0] == 0:
-        raise ValueError('x is an empty batch (0 images): there is nothing to classify')
+    if x.ndim != 4 or not len(x):
+        raise ValueError(f'x must be a non-empty batch of images (B, C, H, W), got shape {tuple(x.shape)}')
     if getattr(model, 'num_classes', 1) == 0:
         raise ValueError(
             'the model has no classifier head to read (num_classes=0): reset_classifier(n) first'
