@@ -107,7 +107,7 @@ def evaluate_grids(
     grids = check_grids(grids)
     _, loader = eval_loader([model], data_dir, split, batch_size, workers)
     # restores the modes
-    rows = accuracy_at_budgets(model.to(torch.device(device)), batches(loader), grids=grids)
+    rows = accuracy_at_budgets(model.to(device), batches(loader), grids=grids)
     return [
         {'grid': r['grid'], 'depth': g, 'nfe': r['nfe'], 'top1': r['top1']}
         for g, r in zip(grids, rows)
