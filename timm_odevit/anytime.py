@@ -172,9 +172,7 @@ def early_exit(
         z = embed_tokens(model, x)                                      # (B, N, D)
         # original index of each running image
         active = torch.arange(B, device=x.device)
-        nfe, steps, predictions = (
-            torch.zeros(B, dtype=torch.long, device=x.device) for _ in range(3)
-        )
+        nfe, steps, predictions = (x.new_zeros(B, dtype=torch.long) for _ in range(3))
         logits_out = previous = unchanged = None
         for i in range(max_steps):
             before = stack.nfe if i > 0 else 0
@@ -194,7 +192,7 @@ def early_exit(
                 logits_out = logits.new_empty((B, logits.shape[1]))
             prediction = logits.argmax(dim=-1)
             unchanged = torch.zeros_like(prediction) if previous is None else \
-                torch.where(prediction == previous, unchanged + 1, torch.zeros_like(unchanged))
+                torch.where(prediction == previous, unchanged + 1, 0)
             done = rule(
                 Readout(i + 1, logits, logits.float().softmax(dim=-1), prediction, unchanged)
             )
