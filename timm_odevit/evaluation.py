@@ -168,7 +168,8 @@ def _grid_changes(stack: ContinuousDepthStack, grid: GridSpec) -> Tuple[str, Dic
     if is_int(grid):
         return f'{stack.solver.method} {grid}', {'steps': int(grid)}
     if isinstance(grid, tuple) and len(grid) == 2 and isinstance(grid[0], str):
-        return f'{grid[0]} {grid[1]}', {'method': grid[0], 'steps': grid[1]}
+        method, steps = grid
+        return f'{method} {steps}', {'method': method, 'steps': steps}
     if isinstance(grid, dict) and grid:
         return ', '.join(f'{k}={v}' for k, v in grid.items()), dict(grid)
     raise ValueError(
