@@ -20,7 +20,7 @@ from torch import nn
 
 from torchdiffeq import odeint
 
-from ._checks import check_int, is_real
+from ._checks import check_int, check_number, is_real
 from .layers import (  # noqa: F401  (attention_probs: part of this API)
     attention_probs,
     depth_stack,
@@ -30,21 +30,10 @@ from .models import embed_tokens
 from .tasks.attention_losses import cls_attention_mass as _cls_mass
 
 
-def _check_fraction(name: str, value, low_open: bool = True, high_open: bool = False) -> float:
-    """ValueError unless ``value`` is a number in (0, 1] (NaN fails), or the interval the flags say."""
-    if not is_real(value) or not (
-        (0 < value if low_open else 0 <= value) and (value < 1 if high_open else value <= 1)
-    ):
-        raise ValueError(
-            f'{name} must be a number in {"[("[low_open]}0, 1{"])"[high_open]}, got {value!r}'
-        )
-    return float(value)
-
-
 def field_fn(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
     """X -> dX/dt at t = 0 (for the bViT recurrence the state-subtracted field B(X) − X, its increment)."""
     stack = depth_stack(model)
-    return lambda z: stack.field(torch.zeros((), device=z.device, dtype=z.dtype), z)
+    return lambda z: stack.field(z.new_zeros(()), z)
 
 
 @torch.no_grad()
@@ -53,7 +42,7 @@ def trajectory(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     stack = depth_stack(model)
     model.eval()
     z0 = embed_tokens(model, x)
-    states = stack.trajectory(z0, list(range(stack.num_time_points)))
+    states = stack.trajectory(z0, range(stack.num_time_points))
     return torch.cat([z0[None], states])
 
 
@@ -94,7 +83,8 @@ def cls_attention_mass(
 def mass_mask(mass: torch.Tensor, q: float = 0.9) -> torch.Tensor:
     """Boolean mask of the smallest set of patches holding at least a fraction q of the mass
     (the thresholded-mass view), same shape as ``mass`` (…, h, w)."""
-    q = _check_fraction('q (the mass fraction)', q)
+    if not is_real(q) or not 0 < q <= 1:  # NaN fails too
+        raise ValueError(f'q (the mass fraction) must be a number in (0, 1], got {q!r}')
     flat = mass.flatten(-2)
     values, order = flat.sort(-1, descending=True)
     keep_sorted = (values.cumsum(-1) - values) < q * flat.sum(-1, keepdim=True)
@@ -123,26 +113,27 @@ def lyapunov_exponent_of_field(
     Returns λ and the per-step log growth (steps,).
     """
     steps = check_int('steps', steps)
-    _check_fraction('transient', transient, low_open=False, high_open=True)
-    if not (isinstance(t_end, (int, float)) and math.isfinite(t_end) and t_end > 0):
-        raise ValueError(f't_end must be a finite number > 0, got {t_end!r}')
+    if not is_real(transient) or not 0 <= transient < 1:
+        raise ValueError(f'transient must be a number in [0, 1), got {transient!r}')
+    check_number('t_end', t_end, positive=True)
+    # below steps: transient < 1
     skip = int(transient * steps)
-    if skip >= steps:
-        raise ValueError(
-            f'transient={transient} discards all {steps} steps: use a smaller fraction or more steps'
-        )
     generator = torch.Generator().manual_seed(seed)
     noise = torch.randn(x0.shape, generator=generator, dtype=x0.dtype).to(x0.device)
     v = noise if token is None else torch.zeros_like(x0)
     if token is not None:
         v[:, token] = noise[:, token]
     t = torch.linspace(
-        0.0, t_end, steps + 1, dtype=torch.float64 if x0.dtype == torch.float64 else torch.float32
+        0.0,
+        t_end,
+        steps + 1,
+        dtype=torch.float64 if x0.dtype == torch.float64 else torch.float32,
+        device=x0.device,
     )
     _, vs = odeint(
         lambda _, s: torch.func.jvp(f, (s[0],), (s[1],)),
         (x0, v / v.norm()),
-        t.to(x0.device),
+        t,
         method='euler' if discrete else 'rk4',
     )
     growth = vs.flatten(1).norm(dim=1).log().diff().cpu()
@@ -172,7 +163,6 @@ def lyapunov_exponent(
 
 
 def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 0) -> float:
-    check_int('iters (power iterations)', iters)
     generator = torch.Generator().manual_seed(seed)
     v = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)
     v = v / v.norm()

@@ -132,15 +132,6 @@ class EarlyExit(NamedTuple):
     steps: torch.Tensor
 
 
-def _logits(model: nn.Module, z: torch.Tensor, time_point: int) -> torch.Tensor:
-    """The head's reading of the state at 1-based time point ``time_point``, as the model's forward reads
-    its end point (``forward_head(norm(z))``); a bViT trained with separate stage heads reads its training
-    stages with their own head, as its ``forward_stages`` does."""
-    if getattr(model, 'stage_heads', None):
-        return model._head_for(time_point)(model.forward_head(model.norm(z), pre_logits=True))
-    return model.forward_head(model.norm(z))
-
-
 def early_exit(
     model: nn.Module, x: torch.Tensor, rule: ExitRule = None, max_steps: Optional[int] = None
 ) -> EarlyExit:
@@ -163,10 +154,8 @@ def early_exit(
     rule = _check_rule(Settled(patience=2) if rule is None else rule)
     if not isinstance(x, torch.Tensor):
         raise TypeError(f'x must be an image tensor (B, C, H, W), got {type(x).__name__}')
-    if x.ndim != 4:
-        raise ValueError(f'x must be an image batch (B, C, H, W), got shape {tuple(x.shape)}')
-    if x.shape[0] == 0:
-        raise ValueError('x is an empty batch (0 images): there is nothing to classify')
+    if x.ndim != 4 or not len(x):
+        raise ValueError(f'x must be a non-empty batch of images (B, C, H, W), got shape {tuple(x.shape)}')
     if getattr(model, 'num_classes', 1) == 0:
         raise ValueError(
             'the model has no classifier head to read (num_classes=0): reset_classifier(n) first'
@@ -183,26 +172,27 @@ def early_exit(
         z = embed_tokens(model, x)                                      # (B, N, D)
         # original index of each running image
         active = torch.arange(B, device=x.device)
-        nfe, steps, predictions = (
-            torch.zeros(B, dtype=torch.long, device=x.device) for _ in range(3)
-        )
+        nfe, steps, predictions = (x.new_zeros(B, dtype=torch.long) for _ in range(3))
         logits_out = previous = unchanged = None
         for i in range(max_steps):
             before = stack.nfe if i > 0 else 0
             z = stack[i](z)
             # evaluations of this call, per image
             nfe[active] += stack.nfe - before
-            logits = _logits(model, z, i + 1)                          # (b, C)
+            # the head reads the state as the forward reads its end point; a bViT's stage heads their stages
+            if getattr(model, 'stage_heads', None):
+                logits = model._head_for(i + 1)(model.forward_head(model.norm(z), pre_logits=True))
+            else:
+                logits = model.forward_head(model.norm(z))                 # (b, C)
             if logits.ndim != 2:
                 raise ValueError(
                     f'the head returned shape {tuple(logits.shape)}; early exit needs class logits (B, C)'
                 )
-            logits_out = (
-                logits.new_empty((B, logits.shape[1])) if logits_out is None else logits_out
-            )
+            if logits_out is None:
+                logits_out = logits.new_empty((B, logits.shape[1]))
             prediction = logits.argmax(dim=-1)
             unchanged = torch.zeros_like(prediction) if previous is None else \
-                torch.where(prediction == previous, unchanged + 1, torch.zeros_like(unchanged))
+                torch.where(prediction == previous, unchanged + 1, 0)
             done = rule(
                 Readout(i + 1, logits, logits.float().softmax(dim=-1), prediction, unchanged)
             )

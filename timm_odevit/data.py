@@ -83,11 +83,11 @@ def _check_destination(src: pathlib.Path, dst: pathlib.Path, settings: dict) -> 
     if not dst.exists() or (dst.is_dir() and not any(dst.iterdir())):
         return
     stamp = dst / SETTINGS_FILE
-    previous = read_json(stamp) if dst.is_dir() and stamp.is_file() else None
-    if previous is None:
+    if not stamp.is_file():
         raise FileExistsError(
             f'--dst {dst} exists and is not a split made by this tool; delete it or choose another'
         )
+    previous = read_json(stamp)
     if previous != settings:
         changed = ', '.join(
             f'{k} {previous.get(k)!r} -> {v!r}' for k, v in settings.items() if previous.get(k) != v
@@ -144,10 +144,13 @@ def make_holdout_split(src, dst, val_per_class: int = 500, seed: int = 0) -> dic
         if (src / 'test').is_dir():
             os.symlink(src / 'test', tmp / 'test')
         (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=1))
-    counts = {
-        split: sum(len(p[i]) for p in plan.values()) for i, split in enumerate(('train', 'val'))
+    # every class holds out val_per_class
+    val = len(classes) * val_per_class
+    return {
+        'train': len(samples) - val,
+        'val': val,
+        'classes': len(classes),
     }
-    return {**counts, 'classes': len(classes)}
 
 
 def main(argv=None):
