@@ -16,11 +16,8 @@ from ..layers.diagnostics import explain_non_finite
 from ._cfgs import (  # noqa: F401  (CIFAR cfgs and packaged weights: imported from here by tests and tools)
     CIFAR10_LABELS,
     CIFAR10_MEAN,
-    CIFAR10_STD,
     CIFAR100_MEAN,
-    CIFAR100_STD,
     PACKAGED_WEIGHTS_DIR,
-    cifar_cfg,
     follow_input_size,
     image_channels,
     packaged_weights,
@@ -242,8 +239,8 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
             return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
         with stack.deferred_checks() as deferred:  # the stack leaves its check of the final state to us
             out = super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
-        finite = [torch.isfinite(t.detach()).all() for _, t in deferred] if deferred else None
-        if finite is None or bool(torch.stack([*finite, torch.isfinite(out.detach()).all()]).all()):
+        checked = [state for _, state in deferred] + [out]
+        if not deferred or bool(torch.stack([torch.isfinite(t.detach()).all() for t in checked]).all()):
             return out
         for x0, state in deferred:
             if not bool(torch.isfinite(state.detach()).all()):

@@ -57,12 +57,6 @@ class CheckedPatchEmbed(PatchEmbed):
         return super().forward(x)
 
 
-def check_probability(name: str, value) -> None:
-    """A drop rate: a number in [0, 1)."""
-    if not is_real(value) or not 0 <= value < 1:
-        raise ValueError(f'{name} is a probability in [0, 1), got {value!r}')
-
-
 def check_patch_grid(img_size, patch_size) -> None:
     """ValueError unless ``img_size`` and ``patch_size`` are positive integers (or pairs), the image size divisible by
     the patch size."""
@@ -90,16 +84,15 @@ def check_architecture_args(
     check_patch_grid(img_size, patch_size)
     for name, value in (('in_chans', in_chans), ('embed_dim', embed_dim), ('num_heads', num_heads)):
         check_int(name, value)
-    if embed_dim % num_heads:
-        raise ValueError(f'embed_dim {embed_dim} is not divisible by num_heads {num_heads}')
     if not is_real(mlp_ratio) or not math.isfinite(mlp_ratio) or int(embed_dim * mlp_ratio) < 1:
         raise ValueError(
             f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}'
         )
     check_int('reg_tokens', reg_tokens, 0)
     check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
-    for name, value in drop_rates.items():
-        check_probability(name, value)
+    for name, value in drop_rates.items():  # a number in [0, 1)
+        if not is_real(value) or not 0 <= value < 1:
+            raise ValueError(f'{name} is a probability in [0, 1), got {value!r}')
 
 
 def _check_pool(global_pool: str, has_class_token: bool) -> None:
