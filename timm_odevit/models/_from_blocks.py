@@ -16,10 +16,7 @@ from ..layers import ODEViTField, spectral_init_
 def source_block(blocks: nn.Sequential, init: str) -> nn.Module:
     if init == 'random':
         block = copy.deepcopy(blocks[0])
-        block.apply(init_weights_vit_timm)
-        for m in block.modules():
-            if isinstance(m, nn.LayerNorm):
-                m.reset_parameters()
+        block.apply(init_weights_vit_timm)  # linears timm's way, every other module reset (norms)
         return block
     if init == 'mean':
         block = copy.deepcopy(blocks[0])
