@@ -15,7 +15,7 @@ from .._checks import check_dict, check_int, check_number, is_int, is_real
 
 # method -> (c: stage times, a: stage weights (rows of the lower triangle), b: step weights)
 _EULER = ((0.,), ((),), (1.,))
-TABLEAUS: Dict[str, Tuple[Tuple[float, ...], Tuple[Tuple[float, ...], ...], Tuple[float, ...]]] = {
+TABLEAUS: Dict[str, tuple] = {
     'euler': _EULER,
     'recurrence': _EULER,  # with h = 1 (SolverConfig pins it)
     'midpoint': ((0.0, 0.5), ((), (0.5,)), (0.0, 1.0)),
