@@ -31,12 +31,17 @@ X = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     ({'img_size': 0}, 'img_size must be positive integers'),
     ({'in_chans': 0}, 'in_chans must be an integer >= 1'),
     ({'num_heads': 0}, 'num_heads must be an integer >= 1'),
-    ({'embed_dim': 250, 'num_heads': 4}, 'embed_dim 250 is not divisible by num_heads 4'),
     ({'reg_tokens': -1}, 'reg_tokens must be an integer >= 0'),
 ])
 def test_bad_architecture_arguments(name, kwargs, words):
     with pytest.raises(ValueError, match=words.replace('[', r'\[').replace('(', r'\(').replace(')', r'\)')):
         timm.create_model(name, **kwargs)
+
+
+@pytest.mark.parametrize('name', MODELS)
+def test_embed_dim_not_divisible_by_num_heads_is_timms_error(name):
+    with pytest.raises(AssertionError, match='dim should be divisible by num_heads'):
+        timm.create_model(name, embed_dim=250, num_heads=4)
 
 
 def test_solver_options_that_are_no_mapping_are_named():

@@ -96,8 +96,8 @@ def attention_probs(attn: nn.Module, x: torch.Tensor) -> torch.Tensor:
     if getattr(attn, 'attn_type', 'softmax') == 'l2':
         q, _, scale, bias = attn._l2_logits(x)
         return (q @ q.transpose(-2, -1) * scale + bias).softmax(-1)
-    B, N, C = x.shape
-    qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, C // attn.num_heads).permute(2, 0, 3, 1, 4)
+    B, N, _ = x.shape
+    qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, -1).permute(2, 0, 3, 1, 4)
     q = attn.q_norm(qkv[0])
     k = attn.k_norm(qkv[1])
     return ((q * attn.scale) @ k.transpose(-2, -1)).softmax(-1)

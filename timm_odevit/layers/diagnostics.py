@@ -1,10 +1,9 @@
 """Diagnostics of a continuous-depth stack: what makes its field random (dropout, drop-path), masks it cannot
 take, hooks on its intervals, and the cause of a non-finite state."""
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import torch
 from torch import nn
-from timm.layers import DropBlock2d, DropPath
 
 from .._compat import has_global_module_hooks, has_module_hooks
 from .solver import SolverConfig
@@ -21,15 +20,12 @@ _DROPOUTS = (
 
 def active_stochastic_modules(module: nn.Module) -> List[str]:
     """Names of the submodules that make ``module`` random in its current mode: dropout with p > 0
-    and drop-path / drop-block with drop_prob > 0, in training mode."""
-    def active(m):
-        rate = (
-            m.p
-            if isinstance(m, _DROPOUTS)
-            else m.drop_prob if isinstance(m, (DropPath, DropBlock2d)) else 0
-        )
-        return m.training and rate > 0
-    return [name or type(module).__name__ for name, m in module.named_modules() if active(m)]
+    and drop-path / drop-block (timm's ``drop_prob``) with drop_prob > 0, in training mode."""
+    return [
+        name or type(module).__name__
+        for name, m in module.named_modules()
+        if m.training and (m.p if isinstance(m, _DROPOUTS) else getattr(m, 'drop_prob', 0)) > 0
+    ]
 
 
 def check_no_mask(attn_mask: Optional[torch.Tensor], is_causal: bool) -> None:
@@ -45,17 +41,12 @@ def any_hooks(stack: nn.Module) -> bool:
     return any(map(has_module_hooks, stack)) or has_global_module_hooks()
 
 
-def _non_finite_parameters(
-    module: Optional[nn.Module], skip: Optional[nn.Module] = None
-) -> List[str]:
-    skipped = {id(p) for p in skip.parameters()} if skip is not None else set()
+def _non_finite_parameters(module: nn.Module, skip: Sequence[nn.Parameter] = ()) -> List[str]:
+    skipped = set(map(id, skip))
     names = [
         n
-        for n, p in (module.named_parameters() if module is not None else ())
-        if id(p) not in skipped
-        and p.is_floating_point()
-        and not p.is_meta
-        and not bool(torch.isfinite(p).all())
+        for n, p in module.named_parameters()
+        if id(p) not in skipped and not p.is_meta and not bool(torch.isfinite(p).all())
     ]
     return names[:4] + ([f'+{len(names) - 4} more'] if len(names) > 4 else [])
 
@@ -76,7 +67,7 @@ def explain_non_finite(
             'init_weights() after to_empty, or lower the lr if training diverged'
         )
     if not bool(torch.isfinite(x0).all()):
-        bad = _non_finite_parameters(model, skip=field)
+        bad = _non_finite_parameters(model, skip=list(field.parameters())) if model is not None else []
         if bad:
             cause = f'the model\'s weights hold NaN/Inf ({", ".join(bad)})'
         # a stack called outside its model's forward: the weights before it are not known here

@@ -15,7 +15,7 @@ from .._checks import check_dict, check_int, check_number, is_int, is_real
 
 # method -> (c: stage times, a: stage weights (rows of the lower triangle), b: step weights)
 _EULER = ((0.,), ((),), (1.,))
-TABLEAUS: Dict[str, Tuple[Tuple[float, ...], Tuple[Tuple[float, ...], ...], Tuple[float, ...]]] = {
+TABLEAUS: Dict[str, tuple] = {
     'euler': _EULER,
     'recurrence': _EULER,  # with h = 1 (SolverConfig pins it)
     'midpoint': ((0.0, 0.5), ((), (0.5,)), (0.0, 1.0)),
@@ -165,9 +165,7 @@ class SolverConfig:
 
     def exact_evals(self, steps: int) -> Optional[int]:
         """Field evaluations of ``steps`` grid steps when the method fixes them (Runge–Kutta), else None."""
-        return (
-            steps * RUNGE_KUTTA_METHODS[self.method] if self.method in RUNGE_KUTTA_METHODS else None
-        )
+        return None if self.evals_per_step is None else steps * self.evals_per_step
 
     @property
     def h(self) -> float:
@@ -209,9 +207,7 @@ class SolverConfig:
 
     def grid(self, device=None, dtype=torch.float32) -> torch.Tensor:
         """The uniform time grid t_0 = 0, …, t_steps = t_end, shape (steps + 1,)."""
-        return (
-            torch.arange(self.steps + 1, device=device, dtype=torch.float64).mul_(self.h).to(dtype)
-        )
+        return torch.arange(self.steps + 1, device=device, dtype=torch.float64).mul_(self.h).to(dtype)
 
 
 def solver_config(solver: Union[None, str, Dict[str, Any], SolverConfig], **defaults) -> SolverConfig:

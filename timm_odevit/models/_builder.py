@@ -78,14 +78,10 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
         saved = saved_model_args(resolve_pretrained_cfg(
             variant, kwargs.get('pretrained_cfg'), kwargs.get('pretrained_cfg_overlay')).to_dict())
         kwargs = dict(saved, **kwargs, pretrained_model_args=saved)
-    source = saved_config(kwargs.get('pretrained_cfg'))
-    if (
-        isinstance(kwargs.get('pretrained_cfg'), dict)
-        and kwargs['pretrained_cfg'].get('num_classes') is not None
-    ):
-        check_int(
-            f'{source or "pretrained_cfg"}: num_classes', kwargs['pretrained_cfg']['num_classes'], 0
-        )
+    given_cfg = kwargs.get('pretrained_cfg')
+    source = saved_config(given_cfg)
+    if isinstance(given_cfg, dict) and given_cfg.get('num_classes') is not None:
+        check_int(f'{source or "pretrained_cfg"}: num_classes', given_cfg['num_classes'], 0)
     stage = []
     filter_fn = kwargs.pop('pretrained_filter_fn', checkpoint_filter_fn)
 

@@ -61,21 +61,17 @@ def cifar_cfg(url: str = '', packaged: str = '', **kwargs) -> Dict:
 def follow_input_size(model: nn.Module, built: Optional[Tuple[int, ...]] = None) -> None:
     """Set ``model.pretrained_cfg``'s input_size (and mean / std per channel) to what the model is built for
     (its patch embedding's in_chans and img_size). ``built``: change it only if it still says this size."""
-    embed = getattr(model, 'patch_embed', None)  # None for features_only wrappers
-    img_size = getattr(embed, 'img_size', None)
-    if getattr(model, 'pretrained_cfg', None) is None:  # built by its class, not by timm's factory
+    img_size = getattr(getattr(model, 'patch_embed', None), 'img_size', None)  # None for features_only wrappers
+    cfg = getattr(model, 'pretrained_cfg', None)  # None: built by its class, not by timm's factory
+    if cfg is None or not img_size:
         return
-    size = (image_channels(model), *img_size) if img_size else None
-    current = tuple(model.pretrained_cfg.get('input_size', ()))
-    if size and current != size and (built is None or current == tuple(built)):
+    size = (image_channels(model), *img_size)
+    current = tuple(cfg.get('input_size', ()))
+    if current != size and (built is None or current == tuple(built)):
         model.pretrained_cfg = model.default_cfg = dict(
-            model.pretrained_cfg,
+            cfg,
             input_size=size,
-            **{
-                k: per_channel(model.pretrained_cfg[k], size[0])
-                for k in ('mean', 'std')
-                if k in model.pretrained_cfg
-            },
+            **{k: per_channel(cfg[k], size[0]) for k in ('mean', 'std') if k in cfg},
         )
 
 

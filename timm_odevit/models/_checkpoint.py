@@ -101,15 +101,11 @@ def _init_missing_stage_heads(
 ) -> Dict[str, torch.Tensor]:
     """Separate stage heads (bViT deep supervision) that the weights lack start as copies of the
     final head: fine-tuning released single-head weights with ``stage_heads='separate'``."""
-    heads = getattr(model, 'stage_heads', None)
-    if not heads or any(k.startswith('stage_heads.') for k in state):
+    if any(k.startswith('stage_heads.') for k in state):
         return state
     state = dict(state)
-    own = model.state_dict()
-    for i in range(len(heads)):
-        for name in ('weight', 'bias'):
-            key = f'stage_heads.{i}.{name}'
-            src = state.get(f'head.{name}')
-            if key in own and src is not None and src.shape == own[key].shape:
-                state[key] = src.clone()
+    for key, own in model.state_dict().items():
+        src = state.get('head.' + key.rpartition('.')[2])
+        if key.startswith('stage_heads.') and src is not None and src.shape == own.shape:
+            state[key] = src.clone()
     return state

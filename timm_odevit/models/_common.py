@@ -2,6 +2,7 @@
 :class:`ContinuousDepthStack`. The CIFAR cfgs (:mod:`._cfgs`), the input checks (:mod:`._inputs`), the checkpoint
 weights (:mod:`._checkpoint`) and the builder (:mod:`._builder`) live beside it."""
 import contextlib
+import math
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
@@ -9,23 +10,20 @@ from torch import nn
 from timm.layers import resample_abs_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 
-from .._checks import check_int
+from .._checks import check_int, is_real
 from .._compat import TimmPosEmbed, vit_pos_embed
 from ..layers import ContinuousDepthStack, SolverConfig
 from ..layers.diagnostics import explain_non_finite
 from ._cfgs import (  # noqa: F401  (CIFAR cfgs and packaged weights: imported from here by tests and tools)
     CIFAR10_LABELS,
     CIFAR10_MEAN,
-    CIFAR10_STD,
     CIFAR100_MEAN,
-    CIFAR100_STD,
     PACKAGED_WEIGHTS_DIR,
-    cifar_cfg,
     follow_input_size,
     image_channels,
     packaged_weights,
 )
-from ._inputs import CheckedPatchEmbed, _check_pool, check_architecture_args, check_patch_grid
+from ._inputs import CheckedPatchEmbed, _check_pool, check_patch_grid
 from .base import ContinuousDepthMixin
 
 
@@ -98,21 +96,26 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         """timm's ``VisionTransformer`` arguments (``depth`` excepted: a subclass sets the depth with
         :meth:`_set_depth`); ``field_drop_rates``: the subclass's drop rates inside the field (name -> value),
         checked here."""
+        # a ViT the arguments cannot describe: a ValueError naming the argument (before torch fails deep inside)
         _check_pool(global_pool, class_token)
-        check_architecture_args(
-            img_size,
-            patch_size,
-            in_chans,
-            num_classes,
-            embed_dim,
-            num_heads,
-            mlp_ratio,
-            reg_tokens,
+        check_patch_grid(img_size, patch_size)
+        for name, value in (('in_chans', in_chans), ('embed_dim', embed_dim), ('num_heads', num_heads)):
+            check_int(name, value)
+        if not is_real(mlp_ratio) or not math.isfinite(mlp_ratio) or int(embed_dim * mlp_ratio) < 1:
+            raise ValueError(
+                f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}'
+            )
+        check_int('reg_tokens', reg_tokens, 0)
+        check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
+        drop_rates = dict(
             drop_rate=drop_rate,
             pos_drop_rate=pos_drop_rate,
             patch_drop_rate=patch_drop_rate,
             **(field_drop_rates or {}),
         )
+        for name, value in drop_rates.items():
+            if not is_real(value) or not 0 <= value < 1:
+                raise ValueError(f'{name} is a probability in [0, 1), got {value!r}')
         super().__init__(
             img_size=img_size,
             patch_size=patch_size,
@@ -242,8 +245,8 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
             return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
         with stack.deferred_checks() as deferred:  # the stack leaves its check of the final state to us
             out = super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
-        finite = [torch.isfinite(t.detach()).all() for _, t in deferred] if deferred else None
-        if finite is None or bool(torch.stack([*finite, torch.isfinite(out.detach()).all()]).all()):
+        checked = [state for _, state in deferred] + [out]
+        if not deferred or bool(torch.stack([torch.isfinite(t.detach()).all() for t in checked]).all()):
             return out
         for x0, state in deferred:
             if not bool(torch.isfinite(state.detach()).all()):

@@ -16,10 +16,7 @@ from ..layers import ODEViTField, spectral_init_
 def source_block(blocks: nn.Sequential, init: str) -> nn.Module:
     if init == 'random':
         block = copy.deepcopy(blocks[0])
-        block.apply(init_weights_vit_timm)
-        for m in block.modules():
-            if isinstance(m, nn.LayerNorm):
-                m.reset_parameters()
+        block.apply(init_weights_vit_timm)  # linears timm's way, every other module reset (norms)
         return block
     if init == 'mean':
         block = copy.deepcopy(blocks[0])
@@ -35,16 +32,10 @@ def source_block(blocks: nn.Sequential, init: str) -> nn.Module:
     raise ValueError(f"Unknown init {init!r}; choose 'block:k', 'mean' or 'random'")
 
 
-def _get(module: nn.Module, path: str) -> Optional[nn.Module]:
-    for name in path.split('.'):
-        module = getattr(module, name, None)
-    return module
-
-
-def _layer_scale(block: nn.Module, name: str) -> Optional[torch.Tensor]:
-    """The gamma of a timm LayerScale ``block.<name>`` (deit3 and other ViTs with init_values), else None."""
-    scale = getattr(block, name, None)
-    return scale.gamma if isinstance(scale, LayerScale) else None
+def _scaled(weight: torch.Tensor, scale: Optional[nn.Module]) -> torch.Tensor:
+    """``weight`` with the gamma of a timm LayerScale ``scale`` (deit3 and other ViTs with init_values) folded in:
+    γ ⊙ W x = (diag γ W) x."""
+    return scale.gamma[:, None] * weight if isinstance(scale, LayerScale) else weight
 
 
 @torch.no_grad()
@@ -52,7 +43,8 @@ def odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
     """The ODE-ViT field from a timm ``Block``'s attention and MLP; LayerScale gammas are folded
     into the output projections (γ ⊙ W x = (diag γ W) x)."""
     layout = ('norm1', 'attn.qkv', 'attn.proj', 'mlp.fc1', 'mlp.fc2')
-    missing = [n for n in layout if not isinstance(_get(block, n), (nn.Linear, nn.LayerNorm))]
+    modules = dict(block.named_modules())
+    missing = [n for n in layout if not isinstance(modules.get(n), (nn.Linear, nn.LayerNorm))]
     if missing:
         raise ValueError(
             f"field='odevit' rebuilds the ODE-ViT field from a timm Block, but {type(block).__name__} "
@@ -65,13 +57,9 @@ def odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
     spectral_init_(field)
     if init != 'random':  # attention and MLP weights carry over; CenterNorm/bias-free parts cannot
         field.attn.qkv.weight.copy_(block.attn.qkv.weight)
-        gamma1 = _layer_scale(block, 'ls1')
-        gamma2 = _layer_scale(block, 'ls2')
-        proj = block.attn.proj.weight
-        fc2 = block.mlp.fc2.weight
-        field.attn.proj.weight.copy_(proj if gamma1 is None else gamma1[:, None] * proj)
+        field.attn.proj.weight.copy_(_scaled(block.attn.proj.weight, modules.get('ls1')))
         field.mlp.fc1.weight.copy_(block.mlp.fc1.weight)
-        field.mlp.fc2.weight.copy_(fc2 if gamma2 is None else gamma2[:, None] * fc2)
+        field.mlp.fc2.weight.copy_(_scaled(block.mlp.fc2.weight, modules.get('ls2')))
     return field
 
 

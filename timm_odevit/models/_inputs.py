@@ -1,11 +1,11 @@
-"""Checks of a ViT's construction arguments and of its input images, as ValueErrors that name the problem."""
-import math
+"""Checks of a ViT's patch grid, its pooling and its input images, as ValueErrors that name the problem (the other
+construction arguments are checked by :class:`._common.ContinuousDepthViT`)."""
 from typing import Tuple
 
 import torch
 from timm.layers import PatchEmbed, register_notrace_function, to_2tuple
 
-from .._checks import check_int, is_int, is_real
+from .._checks import is_int
 
 GLOBAL_POOL_TYPES = ('', 'token', 'avg', 'max', 'avgmax', 'map', 'prr')
 
@@ -57,12 +57,6 @@ class CheckedPatchEmbed(PatchEmbed):
         return super().forward(x)
 
 
-def check_probability(name: str, value) -> None:
-    """A drop rate: a number in [0, 1)."""
-    if not is_real(value) or not 0 <= value < 1:
-        raise ValueError(f'{name} is a probability in [0, 1), got {value!r}')
-
-
 def check_patch_grid(img_size, patch_size) -> None:
     """ValueError unless ``img_size`` and ``patch_size`` are positive integers (or pairs), the image size divisible by
     the patch size."""
@@ -73,33 +67,6 @@ def check_patch_grid(img_size, patch_size) -> None:
             raise ValueError(f'{name} must be positive integers, got {value!r}')
     if img[0] % patch[0] or img[1] % patch[1]:
         raise ValueError(f'img_size {img} is not divisible by patch_size {patch}')
-
-
-def check_architecture_args(
-    img_size,
-    patch_size,
-    in_chans,
-    num_classes,
-    embed_dim,
-    num_heads,
-    mlp_ratio,
-    reg_tokens,
-    **drop_rates,
-) -> None:
-    """ValueError naming the argument for a ViT the arguments cannot describe (before torch fails deep inside)."""
-    check_patch_grid(img_size, patch_size)
-    for name, value in (('in_chans', in_chans), ('embed_dim', embed_dim), ('num_heads', num_heads)):
-        check_int(name, value)
-    if embed_dim % num_heads:
-        raise ValueError(f'embed_dim {embed_dim} is not divisible by num_heads {num_heads}')
-    if not is_real(mlp_ratio) or not math.isfinite(mlp_ratio) or int(embed_dim * mlp_ratio) < 1:
-        raise ValueError(
-            f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}'
-        )
-    check_int('reg_tokens', reg_tokens, 0)
-    check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
-    for name, value in drop_rates.items():
-        check_probability(name, value)
 
 
 def _check_pool(global_pool: str, has_class_token: bool) -> None:

@@ -50,7 +50,7 @@ _SOURCE_KEYS = ('url', 'file', 'state_dict', 'hf_hub_id', 'hf_hub_filename', 'so
 def _odeified_cfg(base_cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The base's pretrained_cfg (input size, normalisation, classifier) for architecture
     'vit_odeified', without the base's weight source (those are not the odeified model's weights)."""
-    cfg = {k: v for k, v in dict(base_cfg).items() if k not in _SOURCE_KEYS}
+    cfg = {k: v for k, v in base_cfg.items() if k not in _SOURCE_KEYS}
     cfg.update(architecture='vit_odeified', paper_ids='arXiv:2511.16501', custom_load=False)
     return cfg
 
@@ -174,8 +174,7 @@ def _build_odeified(
 ) -> VisionTransformer:
     vit = create_model(base, pretrained=base_pretrained, cache_dir=base_cache_dir, **kwargs)
     model = odeify(vit, field=field, init=init, solver=solver, freeze=freeze)
-    if train_depth is not None:
-        model.blocks.set_train_depth(train_depth)
+    model.blocks.set_train_depth(train_depth)  # None: a fixed grid
     return model
 
 

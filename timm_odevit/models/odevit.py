@@ -176,16 +176,12 @@ def weight_diagnosis(model: 'ODEViT') -> str:
     field = model.field
     norms = {}
     for name, p in field.named_parameters():
-        if p.ndim != 2 or p.is_meta:
+        if p.ndim != 2:
             continue
-        w = p.detach().float()
-        blocks = zip(('q', 'k', 'v'), w.chunk(3)) if name.endswith('qkv.weight') else [('', w)]
+        blocks = zip(('q', 'k', 'v'), p.float().chunk(3)) if name.endswith('qkv.weight') else [('', p.float())]
         for part, block in blocks:
-            key = name.replace('qkv', part) if part else name
-            norms[key] = (torch.linalg.matrix_norm(block, ord=2).item()
-                          if bool(torch.isfinite(block).all()) else float('inf'))
-    if not norms:
-        return ''
+            finite = bool(torch.isfinite(block).all())
+            norms[name.replace('qkv', part)] = torch.linalg.matrix_norm(block, ord=2).item() if finite else float('inf')
     worst = max(norms, key=norms.get)
     value = norms.get('attn.v.weight', 0.) * norms.get('attn.proj.weight', 0.)
     mlp = norms.get('mlp.fc1.weight', 0.) * norms.get('mlp.fc2.weight', 0.)
