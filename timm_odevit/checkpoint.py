@@ -196,7 +196,7 @@ def verify_folder(folder) -> None:
         raise ValueError(
             f'{folder} is not a model folder ({", ".join(missing)} missing): export it with odevit-export'
         )
-    config = read_config(folder)
+    read_config(folder)
     weights = folder / 'model.safetensors'
     state = load_checkpoint_file(weights, 'weights')
     try:
@@ -223,11 +223,11 @@ def verify_folder(folder) -> None:
         raise ValueError(
             f'{folder} does not load ({type(e).__name__}: {e}): fix config.json or export it again'
         ) from e
-    labels = config.get('label_names', config.get('pretrained_cfg', {}).get('label_names'))
-    if labels is not None and (
-        not isinstance(labels, list)
-        or not all(isinstance(n, str) for n in labels)
-        or not len(set(labels)) == len(labels) == model.num_classes
+    labels = model.pretrained_cfg.get('label_names')  # config.json's (top level, else its pretrained_cfg's)
+    if labels is not None and not (
+        isinstance(labels, list)
+        and all(isinstance(n, str) for n in labels)
+        and len(set(labels)) == len(labels) == model.num_classes
     ):
         got = f'{short(labels)} ({len(labels)} names)' if isinstance(labels, list) else repr(labels)
         raise ValueError(

@@ -170,7 +170,6 @@ def inspect_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         '--checkpoint',
-        default=None,
         help='train.py checkpoint (rebuilt with its own --model-kwargs; the '
         'weights its run selected on) or a state dict file of --model; read weights_only',
     )
@@ -194,12 +193,9 @@ def inspect_parser() -> argparse.ArgumentParser:
 
 def _build_model(p: argparse.ArgumentParser, args):
     import timm
-    from ._checks import read_config
-    from .checkpoint import model_from_checkpoint
+    from .checkpoint import check_model_source, model_from_checkpoint
     try:
-        if args.model.startswith('local-dir:'):
-            # a bad config.json named before timm's loader reads it
-            read_config(args.model[len('local-dir:'):])
+        check_model_source(args.model)  # a bad local-dir: config.json named before timm's loader reads it
         if args.checkpoint:
             if args.pretrained:
                 p.error('--checkpoint and --pretrained both give weights: pass one')

@@ -267,8 +267,6 @@ def model_card(
     train_depth = (info.get('train_args', {}).get('model_kwargs') or {}).get('train_depth')
     grids = _grid_section(model, metrics, train_depth)
     citation = '\n\n'.join(CITATIONS[p] for p in papers(model))
-    discrete = family(model) == 'discrete'
-    grey = size[0] == 1  # read as timm reads images for a one-channel model
     tag = (repo_id or '').split('/')[-1]
     packaged = bool(repo_id) and packaged_weights(tag).is_file()  # a release whose weights ship in the wheel
     hub = f'`hf-hub:{repo_id}` once this folder is uploaded there' if repo_id else 'the Hub once uploaded'
@@ -286,12 +284,9 @@ def model_card(
             packaged=packaged,
             hub=hub,
             load=tag if packaged else f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
-            width=size[2],
-            height=size[1],
-            mode='L' if grey else 'RGB',
-            colour='96' if grey else '(128, 96, 64)',
-            final='the last block output' if discrete else 'the state at the final time',
-            points='blocks' if discrete else 'time points',
+            size=size,
+            grey=size[0] == 1,  # read as timm reads images for a one-channel model
+            discrete=family(model) == 'discrete',
             retune=_retune(model, bool(grids)),
             grids=grids,
             citation=f'\n## Citation\n\n```bibtex\n{citation}\n```\n' if citation else '',

@@ -25,7 +25,6 @@ from .scripts import SCRIPTS, load_script, locate_script
 KD_FLAGS = {
     'kd_teacher_checkpoint': dict(
         default=None,
-        type=str,
         help="the teacher's checkpoint file, read weights_only: a train.py checkpoint of "
         '--kd-model-name (rebuilt with its own --model-kwargs; the weights its run selected on, '
         'EMA with --model-ema) or a state dict of it',
@@ -74,7 +73,6 @@ def _wrapper_parser(add_help: bool = False) -> argparse.ArgumentParser:
 def _wrapper_flags(parser) -> None:
     parser.add_argument(
         '--timm-train',
-        default=None,
         metavar='PATH',
         help="path to timm's train.py (the other scripts are found beside it); default: "
         '$TIMM_TRAIN_PY, the cache, ../shared/timm, or a download of the installed version',
@@ -86,7 +84,6 @@ def _wrapper_flags(parser) -> None:
     )
     parser.add_argument(
         '--script',
-        default=None,
         choices=SCRIPTS,
         help='run this timm script (found as train.py is) instead of train.py',
     )
@@ -182,19 +179,15 @@ def _install_tasks(module) -> None:
             trajectory['args'] = args
         return args, args_text
 
-    def classification_task(model, criterion=None, **kwargs):
+    def classification_task(model, **kwargs):
         if uses_deep_supervision(model):
-            return DeepSupervisionTask(model, criterion=criterion, **kwargs)
-        return classification(model, criterion=criterion, **kwargs)
+            return DeepSupervisionTask(model, **kwargs)
+        return classification(model, **kwargs)
 
     def feature_task(student_model, teacher_model, **kwargs):
         args = trajectory.get('args')
         if args is None:
-            return feature_distillation(
-                student_model=student_model,
-                teacher_model=teacher_model,
-                **kwargs,
-            )
+            return feature_distillation(student_model, teacher_model, **kwargs)
         # ... and the args train.py saves in its checkpoints say what ran
         args.kd_distill_type = 'trajectory'
         flags = {KD_TASK_NAMES.get(k, k[3:]): getattr(args, k) for k in KD_FLAGS}
@@ -254,8 +247,7 @@ def main(argv: Optional[List[str]] = None, setup: Optional[Callable] = None) -> 
         if setup:
             setup(module)
     else:
-        wrapper = module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})')
-        _wrapper_flags(wrapper)
+        _wrapper_flags(module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})'))
         probe = argparse.ArgumentParser(add_help=False)
         probe.add_argument('--model', '-m')
         check_model_sources(probe.parse_known_args(rest)[0])
