@@ -54,18 +54,6 @@ def resolve_dataset(dataset: Optional[str], classes: List[str], eval_dir: str) -
     return dataset.lower(), display
 
 
-def _check_out_dir(out: pathlib.Path) -> None:
-    """The export target must be a new folder, an empty one, or an earlier export (whose files it replaces)."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f'out_dir {out} is a file, not a folder: choose a folder')
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
-    if foreign:
-        raise ValueError(
-            f'out_dir {out} holds files an export does not write ({short(foreign)}): choose a new or empty folder '
-            '(an earlier export is replaced as a whole)'
-        )
-
-
 def export(
     checkpoint: str,
     out_dir: str,
@@ -93,7 +81,15 @@ def export(
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
     grids = None if grids is None else check_grids(grids)
     out = pathlib.Path(out_dir).resolve()
-    _check_out_dir(out)
+    # a new folder, an empty one, or an earlier export (whose files it replaces)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f'out_dir {out} is a file, not a folder: choose a folder')
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
+    if foreign:
+        raise ValueError(
+            f'out_dir {out} holds files an export does not write ({short(foreign)}): choose a new or empty folder '
+            '(an earlier export is replaced as a whole)'
+        )
     model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
     if repo_id:  # checked before the (long) evaluation
         check_hub_id('--repo-id', repo_id, REPO_ID)
@@ -106,15 +102,7 @@ def export(
     dataset, dataset_name = resolve_dataset(dataset, classes, eval_dir)
     if grids and not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
         raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
-    metrics = evaluate(
-        model,
-        eval_dir,
-        eval_split,
-        batch_size=batch_size,
-        workers=workers,
-        device=device,
-        progress=progress,
-    )
+    metrics = evaluate(model, eval_dir, eval_split, batch_size, workers, device, progress)
     # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
     if grids:
         metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
@@ -171,8 +159,8 @@ def publish(folder: str, repo_id: str, private: bool = False, dry_run: bool = Fa
         return files
     from huggingface_hub import HfApi
     api = HfApi()
-    api.create_repo(repo_id, private=private, exist_ok=True, repo_type='model')
-    api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message=commit_message)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message=commit_message)
     return files
 
 

@@ -27,8 +27,7 @@ def load_image(path: str, model) -> torch.Tensor:
     from timm.data import create_transform, resolve_data_config
     from .data import open_rgb
     # 16-bit and palette images converted faithfully; ValueError naming the file
-    img = open_rgb(path)
-    return create_transform(**resolve_data_config(model=model), is_training=False)(img)[None]
+    return create_transform(**resolve_data_config(model=model))(open_rgb(path))[None]
 
 
 def _denormalise(x: torch.Tensor, model) -> torch.Tensor:
@@ -58,9 +57,7 @@ def inspect_image(
     H, W = image.shape[:2]
 
     # attention over time
-    shown = sorted(
-        set(torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().tolist())
-    )
+    shown = torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().unique().tolist()
     fig = Figure(figsize=(3 * len(shown), 3.4))
     axes = fig.subplots(1, len(shown), squeeze=False)
     for ax, k in zip(axes[0], shown):
@@ -210,16 +207,14 @@ def _build_model(p: argparse.ArgumentParser, args):
 
 
 def main(argv: Optional[list] = None) -> None:
-    import timm_odevit  # noqa: F401
     p = inspect_parser()
     args = p.parse_args(argv)
     if not (0 < args.mass_q <= 1):  # NaN fails too
         p.error(f'--mass-q must be in (0, 1], got {args.mass_q}')
     if args.lyapunov_steps < 1:
         p.error(f'--lyapunov-steps must be >= 1, got {args.lyapunov_steps}')
-    out = pathlib.Path(args.out)
-    if out.exists() and not out.is_dir():
-        p.error(f'--out {out} is a file, not a folder')
+    if pathlib.Path(args.out).is_file():
+        p.error(f'--out {args.out} is a file, not a folder')
     model = _build_model(p, args)
     if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
         p.error(

@@ -140,18 +140,22 @@ def card_data(
         dataset_split=metrics.get('split', 'test'),
         metric_type='accuracy',
     )
-    kind_tags = ['continuous-depth'] if family(model) != 'discrete' else ['baseline']
     return ModelCardData(
         model_name=name,
         library_name='timm',
         pipeline_tag='image-classification',
         license=license,
-        tags=['image-classification', 'timm', 'timm_odevit'] + kind_tags,
+        tags=[
+            'image-classification',
+            'timm',
+            'timm_odevit',
+            'baseline' if family(model) == 'discrete' else 'continuous-depth',
+        ],
         datasets=[dataset],
         metrics=['accuracy'],
         eval_results=[
-            EvalResult(metric_name='Top-1 accuracy', metric_value=round(metrics['top1'], 2), **common),
-            EvalResult(metric_name='Top-5 accuracy', metric_value=round(metrics['top5'], 2), **common),
+            EvalResult(metric_name=f'Top-{k} accuracy', metric_value=round(metrics[f'top{k}'], 2), **common)
+            for k in (1, 5)
         ],
     )
 

@@ -225,10 +225,7 @@ def checked_load_checkpoint(load):
 def main(argv: Optional[List[str]] = None, setup: Optional[Callable] = None) -> None:
     """Run the timm script the wrapper's flags name with the other arguments. ``setup(module)``, when given, is
     called with train.py's module before it runs (how ``python -m tools.train`` adds its records)."""
-    argv = sys.argv[1:] if argv is None else argv
-    ours, rest = _wrapper_parser().parse_known_args(argv)
-    import timm_odevit  # noqa: F401  (registers the models)
-
+    ours, rest = _wrapper_parser().parse_known_args(argv)  # argv None: sys.argv[1:]
     if ours.validate and ours.script not in (None, 'validate.py'):
         raise SystemExit(
             f'error: --validate runs validate.py, --script {ours.script} another script: give one'
