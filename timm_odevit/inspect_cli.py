@@ -53,8 +53,7 @@ def inspect_image(
     masks = analysis.mass_mask(mass, mass_q)
     lam, growth = analysis.lyapunov_exponent(model, x, steps=lyapunov_steps)
     unit = analysis.depth_stack(model).solver.unit  # 'iteration' for the bViT recurrence, else 't'
-    image = _denormalise(x, model)
-    H, W = image.shape[:2]
+    image = _denormalise(x, model)  # (H, W, C)
 
     # attention over time
     shown = torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().unique().tolist()
@@ -62,7 +61,7 @@ def inspect_image(
     axes = fig.subplots(1, len(shown), squeeze=False)
     for ax, k in zip(axes[0], shown):
         up, up_mask = (
-            F.interpolate(m[k][None, None].float(), size=(H, W), mode='nearest')[0, 0]
+            F.interpolate(m[k][None, None].float(), size=image.shape[:2], mode='nearest')[0, 0]
             for m in (mass, masks)
         )
         ax.imshow(image)
@@ -78,12 +77,12 @@ def inspect_image(
     cls = states[:, 0, 0].float()  # (P + 1, D)
     centred = cls - cls.mean(0)
     _, s, v = torch.linalg.svd(centred, full_matrices=False)
-    proj = centred @ v[:2].T
+    pc1, pc2 = (centred @ v[:2].T).T
     explained = (s[:2] ** 2 / (s ** 2).sum()).tolist()
     ax = Figure(figsize=(5, 4.2)).subplots()
-    ax.plot(proj[:, 0], proj[:, 1], color='0.6', lw=1)
+    ax.plot(pc1, pc2, color='0.6', lw=1)
     ax.figure.colorbar(
-        ax.scatter(proj[:, 0], proj[:, 1], c=times, cmap='viridis', s=25, zorder=3),
+        ax.scatter(pc1, pc2, c=times, cmap='viridis', s=25, zorder=3),
         ax=ax,
         label=unit,
     )
@@ -95,7 +94,7 @@ def inspect_image(
     _save(ax.figure, out / 'trajectory_pca.png')
 
     # displacement and energy
-    disp = (states[1:] - states[:-1]).flatten(1).norm(dim=1)
+    disp = states.diff(dim=0).flatten(1).norm(dim=1)
     energy = states.flatten(1).pow(2).sum(1)
     ax1 = Figure(figsize=(5.5, 4)).subplots()
     ax1.plot(times[1:], disp, 'o-', color='tab:blue')
@@ -123,9 +122,7 @@ def inspect_image(
         'lyapunov_log_growth': growth.tolist(),
         'displacement': disp.tolist(),
         'energy': energy.tolist(),
-        'cls_attention_entropy': (
-            -(mass.flatten(1) * mass.flatten(1).clamp_min(1e-12).log()).sum(1)
-        ).tolist(),
+        'cls_attention_entropy': torch.special.entr(mass.flatten(1)).sum(1).tolist(),
         'mass_patches': masks.flatten(1).sum(1).tolist(),
         'mass_q': mass_q,
         'nfe': int(getattr(model, 'nfe', 0)),
