@@ -156,9 +156,9 @@ def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:
     path, the weights run the model's grid (``local-dir:`` / ``pretrained=True`` read the saved kwargs)."""
     from .layers import ContinuousDepthStack
     folder = pathlib.Path(checkpoint_path).parent
-    if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack) or not (folder / 'config.json').is_file():
+    if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
         return ''
-    try:
+    try:  # no config.json beside the weights: read_config's ValueError
         if read_config(folder)['architecture'] != model.pretrained_cfg.get('architecture'):
             return ''
         saved = timm.create_model(f'local-dir:{folder}', device='meta').blocks.solver

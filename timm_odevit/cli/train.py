@@ -17,6 +17,8 @@ import difflib
 import sys
 from typing import Callable, List, Optional
 
+from timm.utils import ParseKwargs
+
 from .._checks import read_yaml
 from .._compat import parser_actions, replace_train_parse_args
 from .scripts import SCRIPTS, load_script, locate_script
@@ -32,7 +34,7 @@ KD_FLAGS = {
     'kd_model_kwargs': dict(
         nargs='*',
         default={},
-        action='kwargs',
+        action=ParseKwargs,
         help='kwargs of the teacher --kd-model-name (over those of a train.py teacher checkpoint)',
     ),
     'kd_mapping': dict(
@@ -91,13 +93,11 @@ def _wrapper_flags(parser) -> None:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     """timm_odevit's flags, added to train.py's own parser (and so to its --config YAML keys)."""
-    from timm.utils import ParseKwargs
     for action in parser_actions(parser):
         if '--kd-distill-type' in action.option_strings and 'trajectory' not in action.choices:
             action.choices = list(action.choices) + ['trajectory']
             action.help = (action.help or '') + " 'trajectory': timm_odevit's (flags below)."
     _wrapper_flags(parser.add_argument_group('timm_odevit wrapper (odevit-train)'))
-    parser.register('action', 'kwargs', ParseKwargs)
     group = parser.add_argument_group('timm_odevit trajectory distillation')
     for key, kwargs in KD_FLAGS.items():
         group.add_argument('--' + key.replace('_', '-'), **kwargs)
