@@ -43,12 +43,9 @@ def recorded_model_args(model: nn.Module) -> Dict[str, Any]:
 
 
 def set_recorded_model_args(model: nn.Module, args: Dict[str, Any]) -> None:
-    """Replace that record: through the model's own ``record_model_args`` (our families), else timm's attribute (a
-    ``features_only`` wrapper of one of them, whose args timm records on the wrapper)."""
-    if hasattr(model, 'record_model_args'):
-        model.record_model_args(args)
-    else:
-        model._model_args = dict(args)
+    """Replace that record: timm's attribute, which our families keep with their own ``record_model_args``
+    (:class:`TimmModelArgs`) and a ``features_only`` wrapper of one of them holds itself."""
+    model._model_args = dict(args)
 
 
 class TimmModelArgs:

@@ -223,7 +223,8 @@ def verify_folder(folder) -> None:
         raise ValueError(
             f'{folder} does not load ({type(e).__name__}: {e}): fix config.json or export it again'
         ) from e
-    labels = model.pretrained_cfg.get('label_names')  # config.json's (top level, else its pretrained_cfg's)
+    # config.json's label_names (top level, else its pretrained_cfg's), as timm loaded them
+    labels = model.pretrained_cfg.get('label_names')
     if labels is not None and not (
         isinstance(labels, list)
         and all(isinstance(n, str) for n in labels)

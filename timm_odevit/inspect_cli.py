@@ -56,7 +56,9 @@ def inspect_image(
     image = _denormalise(x, model)  # (H, W, C)
 
     # attention over time
-    shown = torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().unique().tolist()
+    shown = (
+        torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().unique().tolist()
+    )
     fig = Figure(figsize=(3 * len(shown), 3.4))
     axes = fig.subplots(1, len(shown), squeeze=False)
     for ax, k in zip(axes[0], shown):
@@ -189,7 +191,8 @@ def _build_model(p: argparse.ArgumentParser, args):
     import timm
     from .checkpoint import check_model_source, model_from_checkpoint
     try:
-        check_model_source(args.model)  # a bad local-dir: config.json named before timm's loader reads it
+        # a bad local-dir: config.json named before timm's loader reads it
+        check_model_source(args.model)
         if args.checkpoint:
             if args.pretrained:
                 p.error('--checkpoint and --pretrained both give weights: pass one')

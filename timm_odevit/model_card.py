@@ -154,7 +154,11 @@ def card_data(
         datasets=[dataset],
         metrics=['accuracy'],
         eval_results=[
-            EvalResult(metric_name=f'Top-{k} accuracy', metric_value=round(metrics[f'top{k}'], 2), **common)
+            EvalResult(
+                metric_name=f'Top-{k} accuracy',
+                metric_value=round(metrics[f'top{k}'], 2),
+                **common,
+            )
             for k in (1, 5)
         ],
     )

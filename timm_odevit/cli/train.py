@@ -244,7 +244,9 @@ def main(argv: Optional[List[str]] = None, setup: Optional[Callable] = None) -> 
         if setup:
             setup(module)
     else:
-        _wrapper_flags(module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})'))
+        _wrapper_flags(
+            module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})')
+        )
         probe = argparse.ArgumentParser(add_help=False)
         probe.add_argument('--model', '-m')
         check_model_sources(probe.parse_known_args(rest)[0])
