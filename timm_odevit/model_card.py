@@ -140,17 +140,13 @@ def card_data(
         dataset_split=metrics.get('split', 'test'),
         metric_type='accuracy',
     )
+    kind_tag = 'baseline' if family(model) == 'discrete' else 'continuous-depth'
     return ModelCardData(
         model_name=name,
         library_name='timm',
         pipeline_tag='image-classification',
         license=license,
-        tags=[
-            'image-classification',
-            'timm',
-            'timm_odevit',
-            'baseline' if family(model) == 'discrete' else 'continuous-depth',
-        ],
+        tags=['image-classification', 'timm', 'timm_odevit', kind_tag],
         datasets=[dataset],
         metrics=['accuracy'],
         eval_results=[
