@@ -1,6 +1,6 @@
 """Checks and file writes shared by the package: number types (bools are not numbers here: ``steps=True`` is an
-error), mappings, JSON and YAML files whose errors name the file, output paths checked before the work that fills
-them, and writes that an interruption cannot leave half done."""
+error), mappings, JSON and YAML files whose errors name the file, and writes that an interruption cannot leave half
+done."""
 import contextlib
 import json
 import math
@@ -48,18 +48,18 @@ def check_dict(name: str, value) -> dict:
     return dict(value)
 
 
-def read_json(path, kind: type = dict):
-    """The JSON file at ``path``, which must hold a ``kind``; ValueError naming the file when it cannot be read,
-    is truncated or hand-edited into something else."""
+def read_json(path) -> dict:
+    """The JSON object in the file at ``path``; ValueError naming the file when it cannot be read, is truncated or
+    hand-edited into something else."""
     try:
         value = json.loads(pathlib.Path(path).read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ValueError(
             f'cannot read {path} ({type(e).__name__}: {e}): restore or regenerate the file'
         ) from e
-    if not isinstance(value, kind):
+    if not isinstance(value, dict):
         raise ValueError(
-            f'{path} holds a JSON {type(value).__name__}, not a {kind.__name__}: restore or regenerate it'
+            f'{path} holds a JSON {type(value).__name__}, not a dict: restore or regenerate it'
         )
     return value
 
@@ -102,21 +102,6 @@ def read_config(folder) -> dict:
             f'{path} is not a valid timm config.json ({"; ".join(wrong)}): fix it or export it again'
         )
     return config
-
-
-def check_output_file(name: str, path) -> pathlib.Path:
-    """``path`` as a Path; ValueError naming ``name`` unless a file can be written there (its folder exists and is
-    writable, and it is no folder itself): checked before the work whose result it will hold."""
-    path = pathlib.Path(path)
-    folder = path.parent
-    if path.is_dir():
-        raise ValueError(f'{name} {path} is a folder: give the path of a file')
-    if not folder.is_dir():
-        why = 'is a file, not a folder' if folder.exists() else 'does not exist: create it first'
-        raise ValueError(f'{name} {path}: {folder} {why}')
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f'{name} {path}: the folder {folder} is not writable')
-    return path
 
 
 def write_atomic(path, data) -> None:

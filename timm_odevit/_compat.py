@@ -3,25 +3,11 @@
 Each has a test in ``tests/test_compat.py`` that fails when upstream renames or removes it.
 """
 import argparse
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
-
-__all__ = [
-    'ODE_SOLVE_FAILURES',
-    'TimmModelArgs',
-    'TimmPosEmbed',
-    'cpu_flash_attention_op',
-    'has_global_module_hooks',
-    'has_module_hooks',
-    'parser_actions',
-    'recorded_model_args',
-    'replace_train_parse_args',
-    'set_recorded_model_args',
-    'vit_pos_embed',
-]
 
 # torchdiffeq reports a failed adaptive step ('underflow in dt nan') with an assert, not an exception of its own
 ODE_SOLVE_FAILURES = (AssertionError,)
@@ -49,11 +35,6 @@ def has_global_module_hooks() -> bool:
     )
 
 
-def cpu_flash_attention_op() -> Optional[Callable]:
-    """The aten kernel torch's CPU ``scaled_dot_product_attention`` dispatches to (torch >= 2.2), else None."""
-    return getattr(torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None)
-
-
 # ---- timm ----------------------------------------------------------------------------------------------------
 def recorded_model_args(model: nn.Module) -> Dict[str, Any]:
     """The construction args timm's ``create_model`` recorded on ``model`` (what ``get_model_args`` and
@@ -62,12 +43,9 @@ def recorded_model_args(model: nn.Module) -> Dict[str, Any]:
 
 
 def set_recorded_model_args(model: nn.Module, args: Dict[str, Any]) -> None:
-    """Replace that record: through the model's own ``record_model_args`` (our families), else timm's attribute (a
-    ``features_only`` wrapper of one of them, whose args timm records on the wrapper)."""
-    if hasattr(model, 'record_model_args'):
-        model.record_model_args(args)
-    else:
-        model._model_args = dict(args)
+    """Replace that record: timm's attribute, which our families keep with their own ``record_model_args``
+    (:class:`TimmModelArgs`) and a ``features_only`` wrapper of one of them holds itself."""
+    model._model_args = dict(args)
 
 
 class TimmModelArgs:

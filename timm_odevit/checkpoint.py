@@ -156,9 +156,9 @@ def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:
     path, the weights run the model's grid (``local-dir:`` / ``pretrained=True`` read the saved kwargs)."""
     from .layers import ContinuousDepthStack
     folder = pathlib.Path(checkpoint_path).parent
-    if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack) or not (folder / 'config.json').is_file():
+    if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
         return ''
-    try:
+    try:  # no config.json beside the weights: read_config's ValueError
         if read_config(folder)['architecture'] != model.pretrained_cfg.get('architecture'):
             return ''
         saved = timm.create_model(f'local-dir:{folder}', device='meta').blocks.solver
@@ -196,7 +196,7 @@ def verify_folder(folder) -> None:
         raise ValueError(
             f'{folder} is not a model folder ({", ".join(missing)} missing): export it with odevit-export'
         )
-    config = read_config(folder)
+    read_config(folder)
     weights = folder / 'model.safetensors'
     state = load_checkpoint_file(weights, 'weights')
     try:
@@ -223,11 +223,12 @@ def verify_folder(folder) -> None:
         raise ValueError(
             f'{folder} does not load ({type(e).__name__}: {e}): fix config.json or export it again'
         ) from e
-    labels = config.get('label_names', config.get('pretrained_cfg', {}).get('label_names'))
-    if labels is not None and (
-        not isinstance(labels, list)
-        or not all(isinstance(n, str) for n in labels)
-        or not len(set(labels)) == len(labels) == model.num_classes
+    # config.json's label_names (top level, else its pretrained_cfg's), as timm loaded them
+    labels = model.pretrained_cfg.get('label_names')
+    if labels is not None and not (
+        isinstance(labels, list)
+        and all(isinstance(n, str) for n in labels)
+        and len(set(labels)) == len(labels) == model.num_classes
     ):
         got = f'{short(labels)} ({len(labels)} names)' if isinstance(labels, list) else repr(labels)
         raise ValueError(

@@ -54,18 +54,6 @@ def resolve_dataset(dataset: Optional[str], classes: List[str], eval_dir: str) -
     return dataset.lower(), display
 
 
-def _check_out_dir(out: pathlib.Path) -> None:
-    """The export target must be a new folder, an empty one, or an earlier export (whose files it replaces)."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f'out_dir {out} is a file, not a folder: choose a folder')
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
-    if foreign:
-        raise ValueError(
-            f'out_dir {out} holds files an export does not write ({short(foreign)}): choose a new or empty folder '
-            '(an earlier export is replaced as a whole)'
-        )
-
-
 def export(
     checkpoint: str,
     out_dir: str,
@@ -93,7 +81,15 @@ def export(
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
     grids = None if grids is None else check_grids(grids)
     out = pathlib.Path(out_dir).resolve()
-    _check_out_dir(out)
+    # a new folder, an empty one, or an earlier export (whose files it replaces)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f'out_dir {out} is a file, not a folder: choose a folder')
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
+    if foreign:
+        raise ValueError(
+            f'out_dir {out} holds files an export does not write ({short(foreign)}): choose a new or empty folder '
+            '(an earlier export is replaced as a whole)'
+        )
     model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
     if repo_id:  # checked before the (long) evaluation
         check_hub_id('--repo-id', repo_id, REPO_ID)
@@ -106,15 +102,7 @@ def export(
     dataset, dataset_name = resolve_dataset(dataset, classes, eval_dir)
     if grids and not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
         raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
-    metrics = evaluate(
-        model,
-        eval_dir,
-        eval_split,
-        batch_size=batch_size,
-        workers=workers,
-        device=device,
-        progress=progress,
-    )
+    metrics = evaluate(model, eval_dir, eval_split, batch_size, workers, device, progress)
     # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
     if grids:
         metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
@@ -152,11 +140,9 @@ def check_hub_id(name: str, value, what: str, slashes: Tuple[int, ...] = (1,)) -
     one of ``slashes`` slashes: text the card shows and the Hub resolves, so nothing else may go into it."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
     try:
-        if not isinstance(value, str):
-            raise HFValidationError(f'it is a {type(value).__name__}')
-        validate_repo_id(value)
-        if value.count('/') not in slashes:
-            raise HFValidationError(f'it has {value.count("/")} slashes')
+        validate_repo_id(value)  # refuses a non-str, None excepted (str(None) has no slash)
+        if str(value).count('/') not in slashes:
+            raise HFValidationError(f'it has {str(value).count("/")} slashes')
     except HFValidationError as e:
         raise ValueError(f'{name} {value!r} is not {what} ({e})') from None
 
@@ -173,8 +159,8 @@ def publish(folder: str, repo_id: str, private: bool = False, dry_run: bool = Fa
         return files
     from huggingface_hub import HfApi
     api = HfApi()
-    api.create_repo(repo_id, private=private, exist_ok=True, repo_type='model')
-    api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message=commit_message)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message=commit_message)
     return files
 
 
@@ -200,11 +186,12 @@ def export_parser() -> argparse.ArgumentParser:
     weights = p.add_mutually_exclusive_group()
     weights.add_argument(
         '--ema',
+        dest='use_ema',
         action='store_true',
         default=None,
         help='export the EMA weights (default: the weights the run selected on: EMA with --model-ema)',
     )
-    weights.add_argument('--raw', dest='ema', action='store_false', help='export the raw (non-EMA) weights')
+    weights.add_argument('--raw', dest='use_ema', action='store_false', help='export the raw (non-EMA) weights')
     p.add_argument(
         '--eval-dir',
         required=True,
@@ -212,14 +199,13 @@ def export_parser() -> argparse.ArgumentParser:
         "be the model's",
     )
     p.add_argument('--eval-split', default='test', help='split folder of --eval-dir to evaluate (default: test)')
-    p.add_argument('--repo-id', default=None, help='ORG/NAME the folder will be published as (goes into the card)')
+    p.add_argument('--repo-id', help='ORG/NAME the folder will be published as (goes into the card)')
     p.add_argument(
         '--dataset',
-        default=None,
         help='Hub dataset id for the card (default: recognised from the evaluated classes, e.g. cifar10, else the '
         '--eval-dir folder name); checked against the classes',
     )
-    p.add_argument('--train-command', default=None, help='the training command line, quoted in the card')
+    p.add_argument('--train-command', help='the training command line, quoted in the card')
     p.add_argument('--device', default='cpu', help='device to evaluate on (cpu, cuda, cuda:1, ...)')
     p.add_argument('--batch-size', type=int, default=250, help='evaluation batch size (default: 250)')
     p.add_argument('--workers', type=int, default=2, help='data loading processes (default: 2)')
@@ -227,7 +213,6 @@ def export_parser() -> argparse.ArgumentParser:
         '--grids',
         type=int,
         nargs='+',
-        default=None,
         metavar='N',
         help='also measure top-1 at these depths (Euler steps / iterations) for the card, e.g. '
         + ' '.join(map(str, DEFAULT_GRIDS)),
@@ -245,21 +230,7 @@ def export_main(argv=None) -> None:
     except RuntimeError as e:
         p.error(f'--device {args.device!r}: {e}')
     try:
-        metrics = export(
-            args.checkpoint,
-            args.out_dir,
-            use_ema=args.ema,
-            eval_dir=args.eval_dir,
-            eval_split=args.eval_split,
-            repo_id=args.repo_id,
-            dataset=args.dataset,
-            train_command=args.train_command,
-            device=args.device,
-            batch_size=args.batch_size,
-            workers=args.workers,
-            progress=True,
-            grids=args.grids,
-        )
+        metrics = export(**vars(args), progress=True)  # the flags' dests are export's parameters
     except CLI_ERRORS as e:
         p.error(_message(e))
     print(json.dumps({k: v for k, v in metrics.items() if k != 'classes'}))
@@ -282,7 +253,7 @@ def publish_main(argv=None) -> None:
     p = publish_parser()
     args = p.parse_args(argv)
     try:
-        files = publish(args.folder, args.repo_id, private=args.private, dry_run=args.dry_run)
+        files = publish(**vars(args))
     except CLI_ERRORS as e:
         p.error(_message(e))
     done = 'would upload' if args.dry_run else 'uploaded'

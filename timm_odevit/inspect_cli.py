@@ -27,8 +27,7 @@ def load_image(path: str, model) -> torch.Tensor:
     from timm.data import create_transform, resolve_data_config
     from .data import open_rgb
     # 16-bit and palette images converted faithfully; ValueError naming the file
-    img = open_rgb(path)
-    return create_transform(**resolve_data_config(model=model), is_training=False)(img)[None]
+    return create_transform(**resolve_data_config(model=model))(open_rgb(path))[None]
 
 
 def _denormalise(x: torch.Tensor, model) -> torch.Tensor:
@@ -54,18 +53,17 @@ def inspect_image(
     masks = analysis.mass_mask(mass, mass_q)
     lam, growth = analysis.lyapunov_exponent(model, x, steps=lyapunov_steps)
     unit = analysis.depth_stack(model).solver.unit  # 'iteration' for the bViT recurrence, else 't'
-    image = _denormalise(x, model)
-    H, W = image.shape[:2]
+    image = _denormalise(x, model)  # (H, W, C)
 
     # attention over time
-    shown = sorted(
-        set(torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().tolist())
+    shown = (
+        torch.linspace(1, len(times) - 1, min(6, len(times) - 1)).round().long().unique().tolist()
     )
     fig = Figure(figsize=(3 * len(shown), 3.4))
     axes = fig.subplots(1, len(shown), squeeze=False)
     for ax, k in zip(axes[0], shown):
         up, up_mask = (
-            F.interpolate(m[k][None, None].float(), size=(H, W), mode='nearest')[0, 0]
+            F.interpolate(m[k][None, None].float(), size=image.shape[:2], mode='nearest')[0, 0]
             for m in (mass, masks)
         )
         ax.imshow(image)
@@ -81,12 +79,12 @@ def inspect_image(
     cls = states[:, 0, 0].float()  # (P + 1, D)
     centred = cls - cls.mean(0)
     _, s, v = torch.linalg.svd(centred, full_matrices=False)
-    proj = centred @ v[:2].T
+    pc1, pc2 = (centred @ v[:2].T).T
     explained = (s[:2] ** 2 / (s ** 2).sum()).tolist()
     ax = Figure(figsize=(5, 4.2)).subplots()
-    ax.plot(proj[:, 0], proj[:, 1], color='0.6', lw=1)
+    ax.plot(pc1, pc2, color='0.6', lw=1)
     ax.figure.colorbar(
-        ax.scatter(proj[:, 0], proj[:, 1], c=times, cmap='viridis', s=25, zorder=3),
+        ax.scatter(pc1, pc2, c=times, cmap='viridis', s=25, zorder=3),
         ax=ax,
         label=unit,
     )
@@ -98,7 +96,7 @@ def inspect_image(
     _save(ax.figure, out / 'trajectory_pca.png')
 
     # displacement and energy
-    disp = (states[1:] - states[:-1]).flatten(1).norm(dim=1)
+    disp = states.diff(dim=0).flatten(1).norm(dim=1)
     energy = states.flatten(1).pow(2).sum(1)
     ax1 = Figure(figsize=(5.5, 4)).subplots()
     ax1.plot(times[1:], disp, 'o-', color='tab:blue')
@@ -126,9 +124,7 @@ def inspect_image(
         'lyapunov_log_growth': growth.tolist(),
         'displacement': disp.tolist(),
         'energy': energy.tolist(),
-        'cls_attention_entropy': (
-            -(mass.flatten(1) * mass.flatten(1).clamp_min(1e-12).log()).sum(1)
-        ).tolist(),
+        'cls_attention_entropy': torch.special.entr(mass.flatten(1)).sum(1).tolist(),
         'mass_patches': masks.flatten(1).sum(1).tolist(),
         'mass_q': mass_q,
         'nfe': int(getattr(model, 'nfe', 0)),
@@ -170,7 +166,6 @@ def inspect_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         '--checkpoint',
-        default=None,
         help='train.py checkpoint (rebuilt with its own --model-kwargs; the '
         'weights its run selected on) or a state dict file of --model; read weights_only',
     )
@@ -194,12 +189,10 @@ def inspect_parser() -> argparse.ArgumentParser:
 
 def _build_model(p: argparse.ArgumentParser, args):
     import timm
-    from ._checks import read_config
-    from .checkpoint import model_from_checkpoint
+    from .checkpoint import check_model_source, model_from_checkpoint
     try:
-        if args.model.startswith('local-dir:'):
-            # a bad config.json named before timm's loader reads it
-            read_config(args.model[len('local-dir:'):])
+        # a bad local-dir: config.json named before timm's loader reads it
+        check_model_source(args.model)
         if args.checkpoint:
             if args.pretrained:
                 p.error('--checkpoint and --pretrained both give weights: pass one')
@@ -214,16 +207,14 @@ def _build_model(p: argparse.ArgumentParser, args):
 
 
 def main(argv: Optional[list] = None) -> None:
-    import timm_odevit  # noqa: F401
     p = inspect_parser()
     args = p.parse_args(argv)
     if not (0 < args.mass_q <= 1):  # NaN fails too
         p.error(f'--mass-q must be in (0, 1], got {args.mass_q}')
     if args.lyapunov_steps < 1:
         p.error(f'--lyapunov-steps must be >= 1, got {args.lyapunov_steps}')
-    out = pathlib.Path(args.out)
-    if out.exists() and not out.is_dir():
-        p.error(f'--out {out} is a file, not a folder')
+    if pathlib.Path(args.out).is_file():
+        p.error(f'--out {args.out} is a file, not a folder')
     model = _build_model(p, args)
     if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
         p.error(

@@ -140,18 +140,22 @@ def card_data(
         dataset_split=metrics.get('split', 'test'),
         metric_type='accuracy',
     )
-    kind_tags = ['continuous-depth'] if family(model) != 'discrete' else ['baseline']
+    kind_tag = 'baseline' if family(model) == 'discrete' else 'continuous-depth'
     return ModelCardData(
         model_name=name,
         library_name='timm',
         pipeline_tag='image-classification',
         license=license,
-        tags=['image-classification', 'timm', 'timm_odevit'] + kind_tags,
+        tags=['image-classification', 'timm', 'timm_odevit', kind_tag],
         datasets=[dataset],
         metrics=['accuracy'],
         eval_results=[
-            EvalResult(metric_name='Top-1 accuracy', metric_value=round(metrics['top1'], 2), **common),
-            EvalResult(metric_name='Top-5 accuracy', metric_value=round(metrics['top5'], 2), **common),
+            EvalResult(
+                metric_name=f'Top-{k} accuracy',
+                metric_value=round(metrics[f'top{k}'], 2),
+                **common,
+            )
+            for k in (1, 5)
         ],
     )
 
@@ -267,8 +271,6 @@ def model_card(
     train_depth = (info.get('train_args', {}).get('model_kwargs') or {}).get('train_depth')
     grids = _grid_section(model, metrics, train_depth)
     citation = '\n\n'.join(CITATIONS[p] for p in papers(model))
-    discrete = family(model) == 'discrete'
-    grey = size[0] == 1  # read as timm reads images for a one-channel model
     tag = (repo_id or '').split('/')[-1]
     packaged = bool(repo_id) and packaged_weights(tag).is_file()  # a release whose weights ship in the wheel
     hub = f'`hf-hub:{repo_id}` once this folder is uploaded there' if repo_id else 'the Hub once uploaded'
@@ -286,12 +288,9 @@ def model_card(
             packaged=packaged,
             hub=hub,
             load=tag if packaged else f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
-            width=size[2],
-            height=size[1],
-            mode='L' if grey else 'RGB',
-            colour='96' if grey else '(128, 96, 64)',
-            final='the last block output' if discrete else 'the state at the final time',
-            points='blocks' if discrete else 'time points',
+            size=size,
+            grey=size[0] == 1,  # read as timm reads images for a one-channel model
+            discrete=family(model) == 'discrete',
             retune=_retune(model, bool(grids)),
             grids=grids,
             citation=f'\n## Citation\n\n```bibtex\n{citation}\n```\n' if citation else '',

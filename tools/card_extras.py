@@ -9,12 +9,11 @@ import csv
 import importlib.util
 import pathlib
 import shutil
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
 from timm_odevit._checks import is_real, read_json, write_atomic
-from timm_odevit._compat import cpu_flash_attention_op
 from timm_odevit._markdown import md_text
 
 LEARNING_CURVE = 'learning_curve.png'
@@ -47,6 +46,12 @@ RECIPE_KEYS = (
     'kd_mapping',
 )
 ZERO_SHOWN = {'color_jitter', 'hflip', 'warmup_epochs'}
+
+
+def cpu_flash_attention_op() -> Optional[Callable]:
+    """The aten kernel torch's CPU ``scaled_dot_product_attention`` dispatches to (torch >= 2.2), else None: a private
+    name of torch (tests/test_compat.py checks it)."""
+    return getattr(torch.ops.aten, '_scaled_dot_product_flash_attention_for_cpu', None)
 
 
 def gmacs(model: torch.nn.Module) -> float:

@@ -27,12 +27,12 @@ stdout: the flags for train.py (empty for fp32); stderr: the measurement; ``--ou
 import argparse
 import json
 import math
+import os
+import pathlib
 import statistics
 import sys
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
-
-from timm_odevit._checks import check_output_file
 
 from .atomic import write_atomic
 
@@ -526,6 +526,21 @@ def epochs_flag(cfg: dict, fits: int, train_images: int, hours: float) -> Tuple[
             return n, run
     raise ValueError(f"{cfg.get('model')}'s schedule (warm-up prefix, cycles, cooldown_epochs) runs more than the "
                      f"{fits} epochs that fit in {hours:g} h at any --epochs: give more hours or a shorter schedule")
+
+
+def check_output_file(name: str, path) -> pathlib.Path:
+    """``path`` as a Path; ValueError naming ``name`` unless a file can be written there (its folder exists and is
+    writable, and it is no folder itself): checked before the work whose result it will hold."""
+    path = pathlib.Path(path)
+    folder = path.parent
+    if path.is_dir():
+        raise ValueError(f'{name} {path} is a folder: give the path of a file')
+    if not folder.is_dir():
+        why = 'is a file, not a folder' if folder.exists() else 'does not exist: create it first'
+        raise ValueError(f'{name} {path}: {folder} {why}')
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f'{name} {path}: the folder {folder} is not writable')
+    return path
 
 
 def main(argv=None) -> None:

@@ -17,6 +17,8 @@ import difflib
 import sys
 from typing import Callable, List, Optional
 
+from timm.utils import ParseKwargs
+
 from .._checks import read_yaml
 from .._compat import parser_actions, replace_train_parse_args
 from .scripts import SCRIPTS, load_script, locate_script
@@ -25,7 +27,6 @@ from .scripts import SCRIPTS, load_script, locate_script
 KD_FLAGS = {
     'kd_teacher_checkpoint': dict(
         default=None,
-        type=str,
         help="the teacher's checkpoint file, read weights_only: a train.py checkpoint of "
         '--kd-model-name (rebuilt with its own --model-kwargs; the weights its run selected on, '
         'EMA with --model-ema) or a state dict of it',
@@ -33,7 +34,7 @@ KD_FLAGS = {
     'kd_model_kwargs': dict(
         nargs='*',
         default={},
-        action='kwargs',
+        action=ParseKwargs,
         help='kwargs of the teacher --kd-model-name (over those of a train.py teacher checkpoint)',
     ),
     'kd_mapping': dict(
@@ -74,7 +75,6 @@ def _wrapper_parser(add_help: bool = False) -> argparse.ArgumentParser:
 def _wrapper_flags(parser) -> None:
     parser.add_argument(
         '--timm-train',
-        default=None,
         metavar='PATH',
         help="path to timm's train.py (the other scripts are found beside it); default: "
         '$TIMM_TRAIN_PY, the cache, ../shared/timm, or a download of the installed version',
@@ -86,7 +86,6 @@ def _wrapper_flags(parser) -> None:
     )
     parser.add_argument(
         '--script',
-        default=None,
         choices=SCRIPTS,
         help='run this timm script (found as train.py is) instead of train.py',
     )
@@ -94,13 +93,11 @@ def _wrapper_flags(parser) -> None:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     """timm_odevit's flags, added to train.py's own parser (and so to its --config YAML keys)."""
-    from timm.utils import ParseKwargs
     for action in parser_actions(parser):
         if '--kd-distill-type' in action.option_strings and 'trajectory' not in action.choices:
             action.choices = list(action.choices) + ['trajectory']
             action.help = (action.help or '') + " 'trajectory': timm_odevit's (flags below)."
     _wrapper_flags(parser.add_argument_group('timm_odevit wrapper (odevit-train)'))
-    parser.register('action', 'kwargs', ParseKwargs)
     group = parser.add_argument_group('timm_odevit trajectory distillation')
     for key, kwargs in KD_FLAGS.items():
         group.add_argument('--' + key.replace('_', '-'), **kwargs)
@@ -182,19 +179,15 @@ def _install_tasks(module) -> None:
             trajectory['args'] = args
         return args, args_text
 
-    def classification_task(model, criterion=None, **kwargs):
+    def classification_task(model, **kwargs):
         if uses_deep_supervision(model):
-            return DeepSupervisionTask(model, criterion=criterion, **kwargs)
-        return classification(model, criterion=criterion, **kwargs)
+            return DeepSupervisionTask(model, **kwargs)
+        return classification(model, **kwargs)
 
     def feature_task(student_model, teacher_model, **kwargs):
         args = trajectory.get('args')
         if args is None:
-            return feature_distillation(
-                student_model=student_model,
-                teacher_model=teacher_model,
-                **kwargs,
-            )
+            return feature_distillation(student_model, teacher_model, **kwargs)
         # ... and the args train.py saves in its checkpoints say what ran
         args.kd_distill_type = 'trajectory'
         flags = {KD_TASK_NAMES.get(k, k[3:]): getattr(args, k) for k in KD_FLAGS}
@@ -232,10 +225,7 @@ def checked_load_checkpoint(load):
 def main(argv: Optional[List[str]] = None, setup: Optional[Callable] = None) -> None:
     """Run the timm script the wrapper's flags name with the other arguments. ``setup(module)``, when given, is
     called with train.py's module before it runs (how ``python -m tools.train`` adds its records)."""
-    argv = sys.argv[1:] if argv is None else argv
-    ours, rest = _wrapper_parser().parse_known_args(argv)
-    import timm_odevit  # noqa: F401  (registers the models)
-
+    ours, rest = _wrapper_parser().parse_known_args(argv)  # argv None: sys.argv[1:]
     if ours.validate and ours.script not in (None, 'validate.py'):
         raise SystemExit(
             f'error: --validate runs validate.py, --script {ours.script} another script: give one'
@@ -254,8 +244,9 @@ def main(argv: Optional[List[str]] = None, setup: Optional[Callable] = None) -> 
         if setup:
             setup(module)
     else:
-        wrapper = module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})')
-        _wrapper_flags(wrapper)
+        _wrapper_flags(
+            module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})')
+        )
         probe = argparse.ArgumentParser(add_help=False)
         probe.add_argument('--model', '-m')
         check_model_sources(probe.parse_known_args(rest)[0])
