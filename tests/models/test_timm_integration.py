@@ -1,6 +1,7 @@
 """Every family is a timm VisionTransformer whose blocks is a ContinuousDepthStack: timm's own code
 paths (features, resizing, export, checkpoint filtering, layer decay) work on all of them."""
 import json
+import pathlib
 
 import pytest
 import timm
@@ -38,6 +39,18 @@ def _reload(model, tmp_path, **kwargs):
     save_for_hf(model, tmp_path, safe_serialization=True)
     config = json.loads((tmp_path / 'config.json').read_text())
     return timm.create_model(f'local-dir:{tmp_path}', pretrained=True, **kwargs).eval(), config
+
+
+def test_every_registered_model_is_enrolled_in_timms_own_model_tests():
+    """timm's test_models.py runs a model's forward_intermediates tests by the module that registers it: a family
+    moved to another module (the matched baselines to baselines.py) must stay enrolled."""
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'timm_upstream'))
+    from prepare import OUR_MODULES
+    entrypoints = [timm.models.model_entrypoint(name) for name in timm.list_models()]
+    ours = [e for e in entrypoints if e.__module__.startswith('timm_odevit.')]
+    modules = {e.__module__.split('.')[-1] for e in ours}
+    assert {f"'{m}'" for m in modules} == set(OUR_MODULES) and len(ours) == 16
 
 
 @pytest.mark.parametrize('name', timm.list_models('odevit_*') + timm.list_models('bvit_*'))
