@@ -75,7 +75,7 @@ def test_anytime_training_depths_stay_with_the_run_not_the_exported_weights(tmp_
     torch.save(saved, ckpt)
     hub.export(str(ckpt), str(tmp_path / 'out'), eval_dir=str(eval_dir), grids=[1, 2])
     config = json.loads((tmp_path / 'out' / 'config.json').read_text())
-    assert config['model_args']['solver']['steps'] == 2 and 'train_depth' not in config['model_args']
+    assert config['model_args']['steps'] == 2 and 'train_depth' not in config['model_args']
     card = (tmp_path / 'out' / 'README.md').read_text()  # the depth table says how the weights were trained
     assert 'the last training run drew a depth from 1–3 per update (train_depth); the weights are loaded at 2' in card
     assert '| 2 (loaded) |' in card and '(trained)' not in card

@@ -56,7 +56,7 @@ def test_export_writes_timm_hub_format(exported):
     assert {p.name for p in folder.iterdir()} >= {'config.json', 'model.safetensors', 'README.md'}
     config = json.loads((folder / 'config.json').read_text())
     assert config['architecture'] == 'odevit_tiny_cifar' and config['num_classes'] == 10
-    assert config['model_args']['solver'] == {'method': 'rk4', 'steps': 3, 't_end': 1.0}
+    assert config['model_args']['solver'] == 'rk4' and config['model_args']['steps'] == 3
     cfg = config['pretrained_cfg']
     assert tuple(cfg['mean']) == pytest.approx((0.4914, 0.4822, 0.4465)) and cfg['input_size'] == [3, 32, 32]
     card = (folder / 'README.md').read_text()
@@ -550,7 +550,6 @@ def test_an_odeified_vit_with_train_depth_saved_with_save_for_hf_reloads(tmp_pat
 def test_the_packaged_config_json_supplies_the_released_settings(tag):
     """One source of released settings: the config.json packaged beside the weights (a copy of the release's), read
     as local-dir: reads it; explicit kwargs win, and the settings are recorded for save_for_hf."""
-    from timm_odevit.layers.solver import fold_flat_solver_kwargs, solver_config
     from timm_odevit.models._common import packaged_weights
     release = pathlib.Path(__file__).resolve().parents[1] / 'release' / tag
     assert packaged_weights(tag).with_name('config.json').read_bytes() == (release / 'config.json').read_bytes()
@@ -558,10 +557,8 @@ def test_the_packaged_config_json_supplies_the_released_settings(tag):
     folder = timm.create_model(f'local-dir:{release}', pretrained=True)
     assert model.blocks.solver == folder.blocks.solver and model.pretrained_model_args == folder.pretrained_model_args
     _same_logits(model, folder)
-    saved = fold_flat_solver_kwargs(json.loads((release / 'config.json').read_text())['model_args'])
-    solver = saved.pop('solver', None)  # the old flat spelling, read into solver=
+    saved = json.loads((release / 'config.json').read_text())['model_args']
     assert all(model._model_args[k] == v for k, v in saved.items())
-    assert solver is None or solver_config(solver) == model.blocks.solver == solver_config(model._model_args['solver'])
     assert len(timm.create_model(tag, pretrained=True, **{'steps' if 'odevit' in tag else 'iterations': 4}).blocks) == 4
 
 

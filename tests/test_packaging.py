@@ -65,8 +65,8 @@ def test_the_registered_tag_re_exported_with_save_for_hf_keeps_its_released_sett
     with torch.no_grad():
         torch.testing.assert_close(again(x), model(x), rtol=0, atol=0)
     if tag == 'odevit_tiny_cifar.c10':
-        assert model._model_args['solver']['steps'] == len(again.blocks) == 6
-        assert timm.create_model(tag, pretrained=True, steps=4)._model_args['solver']['steps'] == 4  # explicit kwargs win
+        assert model._model_args['steps'] == len(again.blocks) == 6
+        assert timm.create_model(tag, pretrained=True, steps=4)._model_args['steps'] == 4  # explicit kwargs win
 
 
 @pytest.mark.parametrize('tag', PACKAGED)

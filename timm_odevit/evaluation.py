@@ -102,7 +102,7 @@ def evaluate_grids(
     device: str = 'cpu',
 ) -> List[Dict[str, Any]]:
     """Top-1 (%) of a continuous-depth model at each depth of ``grids`` (steps of its solver's method, iterations of
-    a recurrence) on an ImageFolder split: :func:`timm_odevit.anytime.accuracy_at_budgets` over the model's own eval
+    a recurrence) on an ImageFolder split: :func:`accuracy_at_budgets` over the model's own eval
     preprocessing. Returns ``[{'grid', 'depth', 'nfe', 'top1'}, ...]``; the model's own grid is restored."""
     grids = check_grids(grids)
     _, loader = eval_loader([model], data_dir, split, batch_size, workers)

@@ -245,3 +245,17 @@ def test_module_converters_that_re_add_each_child_still_work():
     torch.testing.assert_close(stack(x), expected)
     with pytest.raises(IndexError, match='-5 out of range for 4 intervals'):
         stack[-5]
+
+
+def test_a_slice_a_field_type_and_drawn_states_refuse_what_they_would_get_wrong():
+    """A slice's solver cannot change (its intervals run the model's grid), a misspelt field type is no naive field,
+    and drawn_states needs a drawn depth: each a clear error, not a silent wrong answer."""
+    import timm
+    import timm_odevit  # noqa: F401
+    model = timm.create_model('odevit_tiny_cifar', embed_dim=32, num_heads=2, steps=4)
+    with pytest.raises(ValueError, match='is a slice'):
+        model.blocks[:3].set_solver(method='rk4')
+    with pytest.raises(ValueError, match="Unknown field 'state-subtracted'"):
+        BlockField(Block(32, 2), 'state-subtracted')
+    with pytest.raises(ValueError, match='drawn_states integrates a drawn depth'):
+        model.blocks.drawn_states(torch.zeros(1, 5, 32))

@@ -436,3 +436,20 @@ def test_half_precision_state_with_tolerances_below_its_precision_is_refused_up_
     assert 'overflow in' not in str(info.value) and 'values above 65504' not in str(info.value)
     stack.float()
     assert torch.isfinite(stack(x.float())).all()
+
+
+def test_a_spelled_out_solver_wins_over_flat_kwargs_and_a_method_name_takes_them():
+    """A saved config.json records flat kwargs (steps=6); a caller's dict or SolverConfig solver is taken as given,
+    a method name keeps the saved steps, as it did when the caller's flat kwargs replaced the saved ones."""
+    from timm_odevit.layers.solver import fold_flat_solver_kwargs
+    saved = dict(solver='euler', steps=6, t_end=1.0)
+    assert fold_flat_solver_kwargs({**saved, 'solver': {'method': 'rk4', 'steps': 4}})['solver'] == {
+        'method': 'rk4',
+        'steps': 4,
+        't_end': 1.0,
+    }
+    config = SolverConfig('rk4', steps=4)
+    assert fold_flat_solver_kwargs({**saved, 'solver': config})['solver'] is config
+    assert fold_flat_solver_kwargs({**saved, 'solver': 'rk4'})['solver'] == {'method': 'rk4', 'steps': 6, 't_end': 1.0}
+    # a given step_size replaces the saved steps (the dict replaced the saved method name: euler, the default)
+    assert fold_flat_solver_kwargs({**saved, 'solver': {'step_size': 0.5}})['solver'] == {'step_size': 0.5, 't_end': 1.0}

@@ -189,9 +189,9 @@ def test_pruning_keeps_feature_info_recorded_args_and_export_in_step(name, tmp_p
     assert model.blocks is stack  # cut in place
     torch.testing.assert_close(model.forward_intermediates(x, indices=[1], intermediates_only=True)[0], full)
     if name == 'odevit':
-        assert model._model_args['solver']['t_end'] == pytest.approx(0.5)
+        assert model._model_args['t_end'] == pytest.approx(0.5)
         model.set_solver(method='rk4')
-        assert model._model_args['solver']['method'] == 'rk4'
+        assert model._model_args['solver'] == 'rk4'
         model.set_solver(method='euler')
         from timm.models import save_for_hf
         save_for_hf(model, tmp_path)

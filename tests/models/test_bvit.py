@@ -211,7 +211,7 @@ def test_the_regime_follows_the_solver_and_the_model_args_record_it():
     model.set_solver(method='rk4', steps=2)
     assert model.regime == 'ode' and model.solver.h == 4.
     args = model._model_args
-    assert (args['regime'], args['solver'], args['iterations']) == ('ode', {'method': 'rk4', 'steps': 2}, 8)
+    assert (args['regime'], args['solver'], args['steps'], args['iterations']) == ('ode', 'rk4', 2, 8)
     rebuilt = timm.create_model('bvit_tiny_cifar', **{k: v for k, v in args.items() if k != 'num_classes'})
     assert rebuilt.blocks.solver == model.blocks.solver
     model.set_solver(method='recurrence')

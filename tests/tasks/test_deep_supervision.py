@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from timm.task import ClassificationTask
 
 import timm_odevit  # noqa: F401
-from timm_odevit.tasks import DeepSupervisionTask
+from timm_odevit.tasks import DeepSupervisionTask, deep_supervision_loss
 
 
 def test_loss_is_the_weighted_sum_of_stage_losses():
@@ -39,6 +39,11 @@ def test_single_stage_equals_classification():
     plain = ClassificationTask(model, criterion=torch.nn.CrossEntropyLoss())(x, y)['loss']
     ds = DeepSupervisionTask(model, criterion=torch.nn.CrossEntropyLoss())(x, y)['loss']
     torch.testing.assert_close(ds, plain)
+
+
+def test_weights_and_outputs_must_agree():
+    with pytest.raises(ValueError, match='stage weights'):
+        deep_supervision_loss([torch.zeros(1, 2)], torch.zeros(1, dtype=torch.long), F.cross_entropy, [0.5, 0.5])
 
 
 def test_model_without_stages_is_rejected():

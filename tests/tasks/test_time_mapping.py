@@ -33,6 +33,11 @@ def test_indices_always_increase_and_end_at_the_last_point(mapping):
         assert len(idx) == L and idx[-1] == N - 1 and all(b > a for a, b in zip(idx, idx[1:]))
 
 
+def test_more_teacher_blocks_than_student_points():
+    with pytest.raises(ValueError, match='cannot map 12 teacher blocks onto 6 .*align_time_points'):
+        map_teacher_to_student(12, 6)
+
+
 def test_a_shallower_teacher_aligns_every_block():
     assert align_time_points(4, 10) == ([0, 1, 2, 3], map_teacher_to_student(4, 10))
     assert align_time_points(4, 16, 'arclength', [1, 1, 2, 4]) == ([0, 1, 2, 3], [1, 3, 7, 15])
@@ -57,12 +62,16 @@ def test_alignment_pairs_increase_and_end_at_both_last_points(mapping):
         assert all(b > a for seq in (blocks, points) for a, b in zip(seq, seq[1:]))
 
 
-def test_alignment_refuses_missing_distances():
+def test_alignment_refuses_bad_grids_and_distances():
+    with pytest.raises(ValueError, match='num_student must be an integer >= 1, got 0'):
+        align_time_points(4, 0)
     with pytest.raises(ValueError, match="mapping 'arclength' needs 6 measured teacher step distances"):
         align_time_points(6, 3, 'arclength')
 
 
-def test_a_measured_mapping_needs_distances():
+def test_bad_mapping_arguments():
+    with pytest.raises(ValueError, match='Unknown mapping'):
+        map_teacher_to_student(4, 8, 'linear')
     with pytest.raises(ValueError, match='distances'):
         map_teacher_to_student(4, 8, 'arclength')
 
@@ -71,6 +80,12 @@ def test_teacher_step_distances():
     h = [torch.zeros(2, 3), torch.ones(2, 3), 3 * torch.ones(2, 3)]
     d = teacher_step_distances(h)
     assert d[1:] == pytest.approx([3 ** 0.5, 2 * 3 ** 0.5]) and d[0] == pytest.approx(1.5 * 3 ** 0.5)
+
+
+@pytest.mark.parametrize('temperature', [0., -30., float('nan'), float('inf'), None])
+def test_bad_softmax_temperature(temperature):
+    with pytest.raises(ValueError, match=rf'mapping temperature must be a finite number > 0.*got {temperature!r}'):
+        map_teacher_to_student(4, 8, 'softmax', distances=[1., 1., 1., 1.], temperature=temperature)
 
 
 @pytest.mark.parametrize('mapping, distances', [

@@ -18,6 +18,8 @@ class BlockField(nn.Module):
 
     def __init__(self, block: nn.Module, field_type: str = 'state_subtracted'):
         super().__init__()
+        if field_type not in FIELD_TYPES:
+            raise ValueError(f'Unknown field {field_type!r}; choose one of {FIELD_TYPES}')
         self.block = block
         self.field_type = field_type
 

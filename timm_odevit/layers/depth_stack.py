@@ -71,6 +71,8 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
     def solver(self, config: SolverConfig) -> None:
         if not isinstance(config, SolverConfig):
             raise TypeError(f'solver must be a SolverConfig, got {type(config).__name__}: build a SolverConfig()')
+        if self.shared.root is not self:
+            raise ValueError("this stack is a slice stack[:n]: change the solver of the model's stack (model.blocks)")
         intervals = list(self.children())
         removed = intervals[config.steps:]
         hooked = [str(m.index) for m in removed if has_module_hooks(m)]

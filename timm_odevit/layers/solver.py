@@ -222,23 +222,54 @@ def solver_config(solver: Union[None, str, Dict[str, Any], SolverConfig], **defa
     return SolverConfig(**{**defaults, **fields})
 
 
-# The old spelling: flat model kwargs (``solver='euler', steps=6``: ``solver`` the method, ``solver_options`` the
-# options), as released config.json files (release/*/config.json) and train configs' model_kwargs record them.
-# models._builder.build_continuous_depth_model, every model's create_model entry, folds them into ``solver`` (the one
-# place that reads them).
-FLAT_SOLVER_KWARGS = ('steps', 'step_size', 't_end', 'rtol', 'atol', 'adjoint', 'check_finite', 'solver_options')
+# Flat model kwargs (``solver='euler', steps=6``: ``solver`` the method, ``solver_options`` the options), as
+# config.json files record them (timm's ``local-dir:`` then lets a caller's kwarg replace one setting) and train.py's
+# ``--model-kwargs`` passes them. models._builder.build_continuous_depth_model, every model's create_model entry,
+# folds them into ``solver`` (the one place that reads them).
+FLAT_SOLVER_KWARGS = (
+    'steps',
+    'step_size',
+    't_end',
+    'rtol',
+    'atol',
+    'adjoint',
+    'check_finite',
+    'max_steps',
+    'solver_options',
+)
+
+
+def flat_solver_kwargs(config: SolverConfig) -> Dict[str, Any]:
+    """``config`` as flat model kwargs (:data:`FLAT_SOLVER_KWARGS`, ``solver`` the method), as exports record it
+    (None: no such kwarg)."""
+    return dict(
+        solver=config.method,
+        steps=None if config.step_size else config.steps,
+        step_size=config.step_size,
+        t_end=config.t_end,
+        rtol=config.rtol,
+        atol=config.atol,
+        adjoint=config.adjoint,
+        check_finite=config.check_finite,
+        max_steps=config.to_dict().get('max_steps'),
+        solver_options=dict(config.options) or None,
+    )
 
 
 def fold_flat_solver_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
-    """``kwargs`` with the :data:`FLAT_SOLVER_KWARGS` given (not None) folded into ``solver`` (a method name, a dict or
-    a :class:`SolverConfig`), over its fields."""
+    """``kwargs`` with the :data:`FLAT_SOLVER_KWARGS` given (not None) folded into ``solver``: under the fields of a
+    dict or :class:`SolverConfig` ``solver`` (what it spells out wins, e.g. over a saved config.json's flat steps),
+    with a method name ``solver`` as their method."""
     flat = {k: kwargs.pop(k) for k in FLAT_SOLVER_KWARGS if k in kwargs}
     flat = {k: v for k, v in flat.items() if v is not None}
     if 'solver_options' in flat:
         flat['options'] = check_dict('solver_options (torchdiffeq options)', flat.pop('solver_options'))
     solver = kwargs.get('solver')
-    if isinstance(solver, SolverConfig):
-        kwargs['solver'] = solver.replace(**flat)
-    elif flat:
-        kwargs['solver'] = {**({'method': solver} if isinstance(solver, str) else solver or {}), **flat}
+    if isinstance(solver, SolverConfig) or not flat:
+        return kwargs
+    given = {'method': solver} if isinstance(solver, str) else dict(solver or {})
+    for one, other in (('steps', 'step_size'), ('step_size', 'steps')):
+        if one in given:
+            flat.pop(other, None)
+    kwargs['solver'] = {**flat, **given}
     return kwargs

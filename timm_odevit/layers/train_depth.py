@@ -64,6 +64,8 @@ class DrawnDepth:
     def drawn_states(self, x: torch.Tensor) -> List[torch.Tensor]:
         """Training with ``train_depth``: X(t_1) … X(t_n) on the grid of one drawn depth (n = its steps), the last
         checked; what a training forward integrates."""
+        if not (self.training and self.train_depth is not None):
+            raise ValueError('drawn_states integrates a drawn depth: call it in training mode with train_depth set')
         hooked = [str(m.index) for m in self if has_module_hooks(m)]
         if hooked:
             raise self.drawn_error(f'intervals {", ".join(hooked)} carry hooks on')

@@ -2,6 +2,6 @@
 from ._checkpoint import checkpoint_filter_fn
 from ._common import ContinuousDepthViT, embed_tokens
 from .bvit import BViT
-from . import baselines  # noqa: F401  (discrete ViTs matched to ODE-ViT)
+from . import baselines  # noqa: F401  (the discrete ViTs matched to ODE-ViT and bViT)
 from .odeified import odeify
 from .odevit import ODEViT

@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Union
 
 from .._compat import TimmModelArgs
 from ..layers import ContinuousDepthStack
-from ..layers.solver import FLAT_SOLVER_KWARGS
+from ..layers.solver import FLAT_SOLVER_KWARGS, flat_solver_kwargs
 
 __all__ = ['ContinuousDepthMixin']
 
@@ -40,17 +40,17 @@ class ContinuousDepthMixin(TimmModelArgs):
         from the stack."""
 
     def depth_args(self) -> Dict[str, Any]:
-        """The depth's current settings as this model's kwargs (None: drop the kwarg): ``solver`` (a dict of
-        :class:`SolverConfig` fields) and ``train_depth``."""
+        """The depth's current settings as this model's kwargs (None: drop the kwarg): the solver as flat kwargs
+        (:func:`~timm_odevit.layers.solver.flat_solver_kwargs`) and ``train_depth``."""
         stack = self.blocks
         return dict(
-            solver=stack.solver.to_dict(),
+            **flat_solver_kwargs(stack.solver),
             train_depth=list(stack.train_depth) if stack.train_depth else None,
         )
 
     def model_args(self) -> Dict[str, Any]:
         """The kwargs that rebuild this model: those timm's ``create_model`` recorded, with the depth's current
-        settings (:meth:`depth_args`) over them and the flat solver kwargs of the old spelling left out."""
+        settings (:meth:`depth_args`) over the recorded ones."""
         # replaced, e.g. by nn.Sequential(*intervals)
         if not isinstance(self.blocks, ContinuousDepthStack):
             return dict(self.recorded_args)

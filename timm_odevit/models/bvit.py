@@ -30,6 +30,7 @@ from timm.models.vision_transformer import Block
 from .._checks import check_int
 from ..layers import BlockField, SolverConfig, solver_config
 from ..layers.block_fields import FIELD_TYPES
+from ..layers.solver import FLAT_SOLVER_KWARGS, flat_solver_kwargs
 from ._builder import build_continuous_depth_model
 from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
@@ -101,6 +102,12 @@ class BViT(ContinuousDepthViT):
         if isinstance(solver, SolverConfig):
             solver = solver.to_dict()
         fields = {'method': solver} if isinstance(solver, str) else dict(solver or {})
+        if fields.get('t_end', iterations) != iterations:
+            raise ValueError(
+                f"a bViT's horizon t_end is its iterations ({iterations}), got t_end={fields['t_end']!r}: leave t_end "
+                'out of solver (a SolverConfig carries t_end=1.0 unless given), or set iterations'
+            )
+        fields.pop('t_end', None)
         if regime == 'recurrent':
             ode_only = {'steps', 'step_size'} & set(fields) or fields.get('adjoint')
             if ode_only or fields.get('method', 'euler') != 'euler':
@@ -203,11 +210,11 @@ class BViT(ContinuousDepthViT):
     def depth_args(self) -> Dict[str, Any]:
         """The depth's settings as BViT kwargs: the horizon t_end is ``iterations``; the recurrence is
         regime='recurrent' with only ``check_finite`` of its solver settings."""
-        solver = self.blocks.solver.to_dict()
-        del solver['t_end']
+        flat = dict(flat_solver_kwargs(self.blocks.solver), t_end=None)
         if self.regime == 'recurrent':
-            solver = {} if self.blocks.solver.check_finite else {'check_finite': False}
-        return dict(super().depth_args(), solver=solver or None, iterations=self.iterations, regime=self.regime)
+            flat = {} if self.blocks.solver.check_finite else {'check_finite': False}
+        dropped = dict.fromkeys(('solver',) + FLAT_SOLVER_KWARGS)
+        return {**super().depth_args(), **dropped, **flat, 'iterations': self.iterations, 'regime': self.regime}
 
     # ---- heads --------------------------------------------------------------------------------
     def _new_stage_heads(self, num_classes: int) -> nn.ModuleList:

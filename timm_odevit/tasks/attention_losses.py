@@ -7,10 +7,14 @@ def jasmin_loss(probs: torch.Tensor, k: int = 10, eps: float = 1e-12) -> torch.T
     """JaSMin (Yudin et al. 2025) on attention probabilities (B, H, N, N).
 
     Per attention row with sorted probabilities p(1) ≥ p(2) ≥ …: g_j = p(j)·(1 − p(j) + p(j+1))
-    (p(N+1) = 0); the row's loss is log(g_1 / g_k), 2 <= k <= N; max over queries, mean over heads and batch.
+    (p(N+1) = 0); the row's loss is log(g_1 / g_k); max over queries, mean over heads and batch.
     """
+    N = probs.shape[-1]
+    if not 1 < k <= N:
+        raise ValueError(f'JaSMin k must be in 2..{N} (the number of tokens), got {k}')
     p = probs.sort(dim=-1, descending=True).values
-    g = p * (1 - p + F.pad(p[..., 1:], (0, 1)))  # p(j + 1), 0 after the last
+    nxt = torch.cat([p[..., 1:], torch.zeros_like(p[..., :1])], dim=-1)
+    g = p * (1 - p + nxt)
     row = g[..., 0].clamp_min(eps).log() - g[..., k - 1].clamp_min(eps).log()  # (B, H, N)
     return row.amax(dim=-1).mean()
 
@@ -27,11 +31,12 @@ def resample_square(x: torch.Tensor, num: int, mode: str) -> torch.Tensor:
     new = round(num ** 0.5)
     if side ** 2 != x.shape[-1] or new ** 2 != num:
         raise ValueError(
-            f'resampling needs square patch grids, got {x.shape[-1]} and {num} patches: '
-            'use tokens="cls"'
+            f'resampling needs square patch grids, got {x.shape[-1]} and {num} patches: use tokens="cls"'
         )
     grid = x.reshape(*x.shape[:-1], side, side)
-    return F.interpolate(grid, size=(new, new), mode=mode).flatten(-2)
+    return F.interpolate(
+        grid, size=(new, new), mode=mode, **({} if mode == 'area' else {'align_corners': False})
+    ).flatten(-2)
 
 
 def attention_mass_l1(student_mass: torch.Tensor, teacher_mass: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,9 @@ def deep_supervision_loss(
         criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         weights: Sequence[float],
 ) -> torch.Tensor:
-    """L = Σ_k w_k · criterion(logits_k, target) over the supervised stages k (one weight per stage)."""
+    """L = Σ_k w_k · criterion(logits_k, target) over the supervised stages k."""
+    if len(stage_logits) != len(weights):
+        raise ValueError(f'{len(stage_logits)} stage outputs but {len(weights)} stage weights')
     return sum(w * criterion(logits, target) for w, logits in zip(weights, stage_logits))
 
 
@@ -29,14 +31,17 @@ class DeepSupervisionTask(ClassificationTask):
 
     def __init__(self, model: nn.Module, *args, **kwargs):
         inner = unwrap_model(model)
-        name = type(inner).__name__
-        if not hasattr(inner, 'stage_weights'):
-            raise TypeError(f'{name} has no stages (stage_outputs, stage_weights): use e.g. bvit_*')
-        stages = inner.stages
-        points = inner.num_time_points
-        if stages[-1] > points:
+        if not hasattr(inner, 'stage_outputs') or not hasattr(inner, 'stage_weights'):
+            raise TypeError(
+                f'{type(inner).__name__} has no stages (stage_outputs, stage_weights): use e.g. bvit_*'
+            )
+        stages = tuple(getattr(inner, 'stages', ()))
+        points = getattr(
+            inner, 'num_time_points', None
+        )
+        if stages and points is not None and stages[-1] > points:
             raise ValueError(
-                f'{name} supervises stages {stages} beyond its {points} time points: '
+                f'{type(inner).__name__} supervises stages {stages} beyond its {points} time points: '
                 f'build it with iterations >= {stages[-1]}, or with stages within 1..{points}'
             )
         inner.stage_outputs = True
@@ -46,6 +51,7 @@ class DeepSupervisionTask(ClassificationTask):
         output = self.trainable_module(input)
         if torch.is_tensor(output):  # eval mode: the final logits only
             return {'loss': self.criterion(output, target), 'output': output}
+        stage_logits = output
         weights = unwrap_model(self.trainable_module).stage_weights
-        loss = deep_supervision_loss(output, target, self.criterion, weights)
-        return {'loss': loss, 'output': output[-1]}
+        loss = deep_supervision_loss(stage_logits, target, self.criterion, weights)
+        return {'loss': loss, 'output': stage_logits[-1]}

@@ -17,7 +17,17 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
+from .._checks import check_int, check_number
+
 MAPPINGS = ('uniform', 'arclength', 'softmax')
+
+
+def check_mapping(mapping: str, temperature: float) -> float:
+    """ValueError unless ``mapping`` is one of :data:`MAPPINGS` and the softmax mapping's T a finite number > 0 (the
+    reference uses 30); returns T as a float."""
+    if mapping not in MAPPINGS:
+        raise ValueError(f'Unknown mapping {mapping!r}; choose one of {MAPPINGS}')
+    return check_number('mapping temperature', temperature, positive=True)
 
 
 def teacher_step_distances(hidden: Sequence[torch.Tensor]) -> List[float]:
@@ -25,7 +35,9 @@ def teacher_step_distances(hidden: Sequence[torch.Tensor]) -> List[float]:
     (the embedding before block 1 is not exposed by forward_intermediates)."""
     if len(hidden) < 2:
         return [1.0] * len(hidden)
-    d = [(b.float() - a.float()).norm(dim=-1).mean().item() for a, b in zip(hidden, hidden[1:])]
+    d = [
+        (b.float() - a.float()).norm(dim=-1).mean().item() for a, b in zip(hidden[:-1], hidden[1:])
+    ]
     return [sum(d) / len(d)] + d
 
 
@@ -50,8 +62,8 @@ def _teacher_times(
         raise ValueError(
             f'mapping {mapping!r} needs {L} measured teacher step distances, got {distances!r}'
         )
-    d = torch.tensor(distances, dtype=torch.float64)
-    if not (d.isfinite() & (d >= 0)).all() or (mapping == 'arclength' and d.sum() <= 0):
+    d = torch.tensor([float(x) for x in distances], dtype=torch.float64)
+    if not (d.isfinite().all() and (d >= 0).all()) or (mapping == 'arclength' and d.sum() <= 0):
         raise ValueError(
             f'mapping {mapping!r} needs finite, non-negative teacher step distances (not all 0 for '
             f"'arclength'), got {[round(x, 4) for x in d.tolist()]}: use mapping='uniform'"
@@ -61,25 +73,23 @@ def _teacher_times(
     ).cumsum(0)
 
 
-def align_time_points(
-        num_teacher: int,
-        num_student: int,
-        mapping: str = 'uniform',
-        distances: Optional[Sequence[float]] = None,
-        temperature: float = 30.,
-) -> Tuple[List[int], List[int]]:
+def align_time_points(num_teacher: int, num_student: int, mapping: str = 'uniform',
+                      distances: Optional[Sequence[float]] = None,
+                      temperature: float = 30.) -> Tuple[List[int], List[int]]:
     """(teacher blocks, student time points), 0-based, aligned pairwise, both strictly increasing and ending at
     (L − 1, N − 1): every block when L <= N (:func:`map_teacher_to_student`), else every time point, each taking
     the teacher block nearest its time (ties: the deeper block)."""
+    check_int('num_student', num_student, 1)
     if num_teacher <= num_student:
-        points = map_teacher_to_student(num_teacher, num_student, mapping, distances, temperature)
-        return list(range(num_teacher)), points
-    tau = _teacher_times(num_teacher, mapping, distances, temperature)
+        return list(range(num_teacher)), map_teacher_to_student(
+            num_teacher, num_student, mapping, distances, temperature)
+    tau = _teacher_times(num_teacher, mapping, distances, check_mapping(mapping, temperature))
     t = torch.arange(1, num_student + 1, dtype=torch.float64) / num_student
     # flipped: argmin's first = deepest tie
     gap = (tau[None, :] - t[:, None]).abs().round(decimals=12).flip(1)
-    blocks = _fix_monotone((num_teacher - 1 - gap.argmin(1)).tolist(), num_teacher)
-    return blocks, list(range(num_student))
+    return _fix_monotone((num_teacher - 1 - gap.argmin(1)).tolist(), num_teacher), list(
+        range(num_student)
+    )
 
 
 def map_teacher_to_student(
@@ -91,6 +101,14 @@ def map_teacher_to_student(
 ) -> List[int]:
     """Student time-point index (0-based) for each teacher block 1..L (L <= N): ⌈τ_k·N⌉, and for softmax the
     reference's rounded formula."""
+    temperature = check_mapping(mapping, temperature)
+    if num_teacher < 1:
+        raise ValueError('the teacher has no blocks to align')
+    if num_teacher > num_student:
+        raise ValueError(
+            f'cannot map {num_teacher} teacher blocks onto {num_student} student time points one to '
+            'one: align_time_points gives every time point a block instead'
+        )
     tau = _teacher_times(num_teacher, mapping, distances, temperature)
     N = num_student
     if mapping == 'softmax':  # c = cumsum(round(softmax(d / T) · N)), 1-based grid points
