@@ -41,7 +41,7 @@ def test_trajectory_and_attention_shapes(model, image):
     with pytest.raises(ValueError, match='pass grid'):
         analysis.cls_attention_mass(model, maps[..., :-16, :-16])  # the maps of a smaller input
     assert analysis.cls_attention_mass(model, maps[..., :-16, :-16], grid=(6, 8)).shape == (7, 1, 6, 8)
-    assert analysis.time_points(model).tolist() == pytest.approx([k / 6 for k in range(7)])
+    assert analysis.depth_stack(model).solver.grid().tolist() == pytest.approx([k / 6 for k in range(7)])
 
 
 def test_mass_mask_is_the_smallest_set():

@@ -46,20 +46,12 @@ def trajectory(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return torch.cat([z0[None], states])
 
 
-def time_points(model: nn.Module) -> torch.Tensor:
-    """Times of the trajectory states (P + 1,): grid times, or iteration numbers for a recurrence."""
-    return depth_stack(model).solver.grid()
-
-
-def field_attention(model: nn.Module, z: torch.Tensor) -> torch.Tensor:
-    """Attention probabilities (B, H, N, N) the model's field / block applies at state z (differentiable)."""
-    return depth_stack(model).field.attention_probs(z)
-
-
 @torch.no_grad()
 def attention_maps(model: nn.Module, states: torch.Tensor) -> torch.Tensor:
-    """Attention probabilities the field applies at each state: (P + 1, B, H, N, N)."""
-    return torch.stack([field_attention(model, z) for z in states])
+    """Attention probabilities the field applies at each state: (P + 1, B, H, N, N) (the times of the states:
+    ``depth_stack(model).solver.grid()``, grid times or iteration numbers)."""
+    field = depth_stack(model).field
+    return torch.stack([field.attention_probs(z) for z in states])
 
 
 def cls_attention_mass(

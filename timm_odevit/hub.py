@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import pathlib
-import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -76,15 +75,12 @@ def export(
     iterations, :func:`evaluate_grids`) on the same images; the card gets the table. ``out_dir`` may be a symbolic
     link: the folder it points to is replaced. Returns the metrics."""
     from timm.models import save_for_hf
-    from .layers import ContinuousDepthStack
     if not eval_dir:
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
     grids = None if grids is None else check_grids(grids)
     out = pathlib.Path(out_dir).resolve()
-    # a new folder, an empty one, or an earlier export (whose files it replaces)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f'out_dir {out} is a file, not a folder: choose a folder')
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
+    # a new folder, an empty one, or an earlier export (whose files it replaces); a file: NotADirectoryError
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.exists() else []
     if foreign:
         raise ValueError(
             f'out_dir {out} holds files an export does not write ({short(foreign)}): choose a new or empty folder '
@@ -100,18 +96,18 @@ def export(
     classes, _ = image_folder(eval_dir, eval_split)
     _check_training_classes(info['train_args'], classes, str(pathlib.Path(eval_dir) / eval_split))
     dataset, dataset_name = resolve_dataset(dataset, classes, eval_dir)
-    if grids and not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
-        raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
+    # top-1 at other depths, for the card: the same images, the model's grid restored afterwards; first, so that a
+    # model without a depth to change (depth_stack's TypeError) is named before the evaluation
+    grid_rows = grids and evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
     metrics = evaluate(model, eval_dir, eval_split, batch_size, workers, device, progress)
-    # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
     if grids:
-        metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
+        metrics['grids'] = grid_rows
     model.cpu()
     metrics['dataset'] = dataset
     metrics['dataset_name'] = dataset_name
     info['checkpoint_file'] = pathlib.Path(checkpoint).name
     name = repo_id.split('/')[-1] if repo_id else info['architecture']
-    card = model_card(name, model, metrics, info, dataset, repo_id, train_command=train_command)
+    card = model_card(name, model, metrics, info, repo_id, train_command)
     # written and verified beside out_dir after the (long) evaluation, then swapped in whole: a failure leaves it
     with replaced_folder(out) as staging:
         save_for_hf(model, staging, model_config={'label_names': classes}, safe_serialization=True)
@@ -223,8 +219,6 @@ def export_parser() -> argparse.ArgumentParser:
 def export_main(argv=None) -> None:
     p = export_parser()
     args = p.parse_args(argv)
-    if args.batch_size < 1 or args.workers < 0:
-        p.error(f'--batch-size must be >= 1 and --workers >= 0, got {args.batch_size} and {args.workers}')
     try:
         torch.device(args.device)
     except RuntimeError as e:
@@ -261,4 +255,4 @@ def publish_main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    sys.exit(export_main())
+    export_main()

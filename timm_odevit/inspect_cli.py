@@ -46,13 +46,14 @@ def inspect_image(
     with torch.no_grad():
         logits = model(x)
     states = analysis.trajectory(model, x)  # (P + 1, 1, N, D)
-    times = analysis.time_points(model)
+    solver = analysis.depth_stack(model).solver
+    times = solver.grid()  # (P + 1,): grid times, or iteration numbers for a recurrence
     maps = analysis.attention_maps(model, states)
     grid = model.patch_embed.dynamic_feat_size(x.shape[-2:])  # the input's patch grid
     mass = analysis.cls_attention_mass(model, maps, grid)[:, 0]  # (P + 1, h, w)
     masks = analysis.mass_mask(mass, mass_q)
     lam, growth = analysis.lyapunov_exponent(model, x, steps=lyapunov_steps)
-    unit = analysis.depth_stack(model).solver.unit  # 'iteration' for the bViT recurrence, else 't'
+    unit = solver.unit  # 'iteration' for the bViT recurrence, else 't'
     image = _denormalise(x, model)  # (H, W, C)
 
     # attention over time

@@ -120,17 +120,11 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
     return rows
 
 
-def card_data(
-    name: str,
-    model: torch.nn.Module,
-    metrics: Dict[str, Any],
-    dataset: Optional[str] = None,
-    license: str = 'apache-2.0',
-):
+def card_data(name: str, model: torch.nn.Module, metrics: Dict[str, Any]):
     """huggingface_hub ``ModelCardData``: the front matter, with a model-index of the measured top-1/top-5 on
-    the evaluated split and dataset."""
+    the evaluated split and dataset (``metrics['dataset']``, a Hub dataset id)."""
     from huggingface_hub import EvalResult, ModelCardData
-    dataset = dataset or metrics.get('dataset') or 'unknown'
+    dataset = metrics.get('dataset') or 'unknown'
     display = metrics.get('dataset_name') or dataset
     common = dict(
         task_type='image-classification',
@@ -145,7 +139,7 @@ def card_data(
         model_name=name,
         library_name='timm',
         pipeline_tag='image-classification',
-        license=license,
+        license='apache-2.0',
         tags=['image-classification', 'timm', 'timm_odevit', kind_tag],
         datasets=[dataset],
         metrics=['accuracy'],
@@ -196,17 +190,17 @@ def _description(model: torch.nn.Module, display: str) -> str:
 
 
 def _retune(model: torch.nn.Module, measured: bool = False) -> str:
+    """The usage code's line that doubles the depth (none for a discrete model)."""
+    kind = family(model)
+    if kind == 'discrete':
+        return ''
     where = 'measure first (timm_odevit.anytime.accuracy_at_budgets)'
     if measured:
         where = 'see "Accuracy at other depths"'
-    kind = family(model)
+    depth = 2 * model.blocks.solver.steps  # a recurrence steps once per iteration
     if kind == 'ode':
-        steps = model.blocks.solver.steps
-        change = f'steps={2 * steps}' if steps else "method='euler', steps=12"
-        return f'\nmodel.set_solver({change})  # another grid: accuracy changes with it; {where}'
-    if kind == 'recurrent':
-        return f'\nmodel.set_iterations({2 * model.iterations})  # beyond the training horizon: accuracy changes; {where}'
-    return ''
+        return f'\nmodel.set_solver(steps={depth})  # another grid: accuracy changes with it; {where}'
+    return f'\nmodel.set_iterations({depth})  # beyond the training horizon: accuracy changes; {where}'
 
 
 def half_width_95(top1: float, images: int) -> float:
@@ -220,17 +214,16 @@ def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=N
     ``train_depth``: the (lo, hi) the last run drew its depths from (``train_depth`` model kwarg), if any."""
     if not (rows := metrics.get('grids')):
         return ''
-    recurrent = family(model) == 'recurrent'
-    loaded = model.iterations if recurrent else model.blocks.solver.steps
-    what = 'iterations' if recurrent else f'{model.blocks.solver.method} steps'
+    solver = model.blocks.solver
+    loaded = solver.steps  # a recurrence's iterations
+    what = 'iterations' if family(model) == 'recurrent' else f'{solver.method} steps'
+    label = 'loaded'
     if train_depth:
-        label = 'loaded'
         how = (
             f'the last training run drew a depth from {train_depth[0]}–{train_depth[1]} per update (train_depth); '
             f'the weights are loaded at {loaded}'
         )
     elif len(getattr(model, 'stages', ())) > 1:
-        label = 'loaded'
         how = (
             f'the weights were trained with a loss at iterations {", ".join(map(str, model.stages))} '
             f'(deep supervision) and are loaded at {loaded}'
@@ -257,9 +250,7 @@ def model_card(
     model: torch.nn.Module,
     metrics: Dict[str, Any],
     info: Dict[str, Any],
-    dataset: Optional[str] = None,
     repo_id: Optional[str] = None,
-    license: str = 'apache-2.0',
     train_command: Optional[str] = None,
 ) -> str:
     """README.md text (a huggingface_hub ``ModelCard``): front matter, details, usage, depth table, citation.
@@ -267,7 +258,7 @@ def model_card(
     'dataset_name'; ``info``: :func:`timm_odevit.checkpoint.model_from_checkpoint`'s."""
     from huggingface_hub import ModelCard
     size = model.pretrained_cfg.get('input_size', (3, 32, 32))
-    data = card_data(name, model, metrics, dataset, license)
+    data = card_data(name, model, metrics)
     train_depth = (info.get('train_args', {}).get('model_kwargs') or {}).get('train_depth')
     grids = _grid_section(model, metrics, train_depth)
     citation = '\n\n'.join(CITATIONS[p] for p in papers(model))
@@ -282,7 +273,7 @@ def model_card(
             data,
             template_path=str(TEMPLATE),
             name=name,
-            description=_description(model, metrics.get('dataset_name') or data.datasets[0]),
+            description=_description(model, data.eval_results[0].dataset_name),
             table='\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info)),
             training=training,
             packaged=packaged,
