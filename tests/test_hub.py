@@ -249,6 +249,27 @@ def test_a_releases_card_extras(exported, tmp_path):
     hub.verify_folder(folder)
 
 
+def test_a_packaged_releases_card_loads_the_registered_tag_offline():
+    """The exported card of a release whose weights the wheel carries names hf-hub:ORG/TAG (which loads once
+    uploaded); the release's extras (tools/card_extras.py) make its code load the registered tag, with no network, and
+    say so. Any other card keeps its hf-hub: loads."""
+    from timm_odevit.model_card import model_card
+    from tools.card_extras import with_extras
+    model = timm.create_model('odevit_tiny_cifar.c10', pretrained=True)
+    metrics = dict(top1=50., top5=90., images=100, split='test', dataset='cifar10')
+    info = dict(architecture='odevit_tiny_cifar')
+    card = model_card('odevit_tiny_cifar.c10', model, metrics, info, 'timm-odevit/odevit_tiny_cifar.c10')
+    assert card.count("'hf-hub:timm-odevit/odevit_tiny_cifar.c10'") == 3 and 'wheel carries' not in card
+    card = with_extras(card, model, {}, {})
+    assert 'The wheel carries these weights: `odevit_tiny_cifar.c10` loads them with no network' in card
+    blocks = re.findall(r'```python\n(.*?)```', card, re.S)
+    assert len(blocks) == 2 and not any('hf-hub:' in code for code in blocks)
+    for code in blocks:
+        exec(compile(code, 'README.md', 'exec'), {})
+    other = model_card('x', model, metrics, info, 'org/odevit_tiny_cifar.test')
+    assert with_extras(other, model, {}, {}).count("'hf-hub:org/odevit_tiny_cifar.test'") == 3
+
+
 @pytest.mark.parametrize('kd, shown, hidden', [
     ({}, [], ['kd_']),  # train.py's kd defaults without a teacher: no distillation ran
     ({'kd_model_name': 'local-dir:teachers/mine', 'kd_distill_type': 'logit'},

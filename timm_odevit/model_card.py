@@ -14,7 +14,6 @@ import timm
 import torch
 
 from ._markdown import md_block, md_code, md_text
-from .models._cfgs import packaged_weights
 
 # the README.md, a jinja2 template
 TEMPLATE = pathlib.Path(__file__).with_name('model_card_template.md')
@@ -262,9 +261,6 @@ def model_card(
     train_depth = (info.get('train_args', {}).get('model_kwargs') or {}).get('train_depth')
     grids = _grid_section(model, metrics, train_depth)
     citation = '\n\n'.join(CITATIONS[p] for p in papers(model))
-    tag = (repo_id or '').split('/')[-1]
-    packaged = bool(repo_id) and packaged_weights(tag).is_file()  # a release whose weights ship in the wheel
-    hub = f'`hf-hub:{repo_id}` once this folder is uploaded there' if repo_id else 'the Hub once uploaded'
     training = ' timm train.py via `python -m timm_odevit.train`.'
     if train_command and train_command.strip():
         training = f'\n\n{md_block(train_command, "bash")}'
@@ -276,9 +272,7 @@ def model_card(
             description=_description(model, data.eval_results[0].dataset_name),
             table='\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info)),
             training=training,
-            packaged=packaged,
-            hub=hub,
-            load=tag if packaged else f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
+            load=f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
             size=size,
             grey=size[0] == 1,  # read as timm reads images for a one-channel model
             discrete=family(model) == 'discrete',

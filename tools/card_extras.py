@@ -2,12 +2,14 @@
 
 An exported card states the weights, how to load them and their measured accuracy. A release also gives the cost of one
 forward (GMACs), the run's recipe (train.py arguments), its hardware and wall time (``train_time.json``), and the run's
-per-epoch record (``summary.csv``) drawn as a learning curve. :func:`extend_card` adds them to an exported folder;
-:func:`with_extras` to a card's text (``tools.cycle`` draws its own curve across cycles).
+per-epoch record (``summary.csv``) drawn as a learning curve; where the wheel carries its weights, its code loads the
+registered tag (:func:`packaged_usage`). :func:`extend_card` adds them to an exported folder; :func:`with_extras` to a
+card's text (``tools.cycle`` draws its own curve across cycles).
 """
 import csv
 import importlib.util
 import pathlib
+import re
 import shutil
 from typing import Any, Callable, Dict, List, Optional
 
@@ -15,6 +17,7 @@ import torch
 
 from timm_odevit._checks import is_real, read_json, write_atomic
 from timm_odevit._markdown import md_text
+from timm_odevit.models._cfgs import packaged_weights
 
 LEARNING_CURVE = 'learning_curve.png'
 TRAINING_LOG = 'summary.csv'  # train.py's per-epoch table, copied into the folder as is
@@ -127,11 +130,30 @@ def recipe(args: Dict[str, Any]) -> str:
     return ', '.join(md_text(f'{k}={args[k]}') for k in RECIPE_KEYS if shown(k, args))
 
 
+def packaged_usage(card: str) -> str:
+    """An exported ``card`` whose ``--repo-id`` ends in a tag whose weights the wheel carries (``timm_odevit/weights/
+    <tag>``: a release of a registered tag): its usage says so and its code loads the tag, with no network, where the
+    export named ``hf-hub:ORG/TAG`` (which loads only once uploaded). Other cards are returned as they are."""
+    named = re.search(r'the code below names `hf-hub:([^`]+)`', card)
+    repo_id = named.group(1) if named else ''
+    tag = repo_id.split('/')[-1]
+    if not (repo_id and packaged_weights(tag).is_file()):
+        return card
+    exported = (f'The weights load from this folder as `local-dir:PATH`; the code below names `hf-hub:{repo_id}`, '
+                'which loads only once this folder is uploaded there (until then, put `local-dir:PATH` in its place).')
+    if exported not in card:
+        raise ValueError("the exported card's usage paragraph is not the one packaged_usage replaces: update it")
+    packaged = (f'The wheel carries these weights: `{tag}` loads them with no network; this folder also loads as '
+                f'`local-dir:PATH`, and `hf-hub:{repo_id}` once this folder is uploaded there.')
+    return card.replace(exported, packaged).replace(f"'hf-hub:{repo_id}'", f"'{tag}'")
+
+
 def with_extras(card: str, model: torch.nn.Module, train_args: Dict[str, Any], train_time: Dict[str, Any],
                 split: str = 'test', curve: bool = False, log: bool = False) -> str:
     """An exported ``card`` with the GMACs row, the training hardware and wall time rows, the recipe line and, with
-    ``curve``, the learning-curve section (linking summary.csv with ``log``) placed before its citation."""
-    rows = card.split('\n')
+    ``curve``, the learning-curve section (linking summary.csv with ``log``) placed before its citation; a packaged
+    release's usage (:func:`packaged_usage`)."""
+    rows = packaged_usage(card).split('\n')
     at = next(i for i, row in enumerate(rows) if row.startswith('| parameters |')) + 1
     rows.insert(at, f'| GMACs | {gmacs(model):.3f} |')
     if train_time:

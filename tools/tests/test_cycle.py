@@ -454,6 +454,7 @@ def test_an_improved_cycle_replaces_the_release_and_extends_its_record(release, 
     card = (release / 'README.md').read_text()
     assert card.count('## Training cycles') == 1 and card.index('## Training cycles') < card.index('## Citation')
     assert COMMAND in card and 'first.yaml' in card and 'Total training time: 1.0 h' in card
+    assert f'The wheel carries these weights: `{TAG}`' in card and f"create_model('{TAG}'" in card  # packaged_usage
     assert cycle.card_top1(release) == pytest.approx(out['test_top1'], abs=0.005)
     predictions = json.loads((release / cycle.PREDICTIONS).read_text())  # what the card's top-1 follows from
     labels = [t for _, t in image_folder(data, 'test')[1]]
