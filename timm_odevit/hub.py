@@ -13,14 +13,14 @@ import argparse
 import json
 import os
 import pathlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from ._checks import replaced_folder
 from .checkpoint import MODEL_FILES, model_from_checkpoint, verify_folder
 from .data import image_folder
-from .evaluation import DEFAULT_GRIDS, check_grids, evaluate, evaluate_grids
+from .evaluation import evaluate
 from .loader import short
 from .model_card import model_card
 from .models._cfgs import CIFAR10_LABELS
@@ -67,17 +67,15 @@ def export(
     batch_size: int = 250,
     workers: int = 2,
     progress: bool = False,
-    grids: Optional[Sequence[int]] = None,
 ) -> Dict[str, Any]:
     """train.py checkpoint -> Hub folder (model.safetensors, config.json with the classes' label_names, README.md
     model card). ``use_ema`` None: the weights the run selected on (EMA with --model-ema). The card's split, dataset,
-    classes and image count are those of the evaluation. ``grids``: also measure top-1 at these depths (Euler steps /
-    iterations, :func:`evaluate_grids`) on the same images; the card gets the table. ``out_dir`` may be a symbolic
-    link: the folder it points to is replaced. Returns the metrics."""
+    classes and image count are those of the evaluation (a release's card adds top-1 at other depths:
+    tools/card_extras.with_depths). ``out_dir`` may be a symbolic link: the folder it points to is replaced. Returns
+    the metrics."""
     from timm.models import save_for_hf
     if not eval_dir:
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
-    grids = None if grids is None else check_grids(grids)
     out = pathlib.Path(out_dir).resolve()
     # a new folder, an empty one, or an earlier export (whose files it replaces); a file: NotADirectoryError
     foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.exists() else []
@@ -96,12 +94,7 @@ def export(
     classes, _ = image_folder(eval_dir, eval_split)
     _check_training_classes(info['train_args'], classes, str(pathlib.Path(eval_dir) / eval_split))
     dataset, dataset_name = resolve_dataset(dataset, classes, eval_dir)
-    # top-1 at other depths, for the card: the same images, the model's grid restored afterwards; first, so that a
-    # model without a depth to change (depth_stack's TypeError) is named before the evaluation
-    grid_rows = grids and evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
     metrics = evaluate(model, eval_dir, eval_split, batch_size, workers, device, progress)
-    if grids:
-        metrics['grids'] = grid_rows
     model.cpu()
     metrics['dataset'] = dataset
     metrics['dataset_name'] = dataset_name
@@ -205,14 +198,6 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument('--device', default='cpu', help='device to evaluate on (cpu, cuda, cuda:1, ...)')
     p.add_argument('--batch-size', type=int, default=250, help='evaluation batch size (default: 250)')
     p.add_argument('--workers', type=int, default=2, help='data loading processes (default: 2)')
-    p.add_argument(
-        '--grids',
-        type=int,
-        nargs='+',
-        metavar='N',
-        help='also measure top-1 at these depths (Euler steps / iterations) for the card, e.g. '
-        + ' '.join(map(str, DEFAULT_GRIDS)),
-    )
     return p
 
 

@@ -17,6 +17,8 @@ from ._markdown import md_block, md_code, md_text
 
 # the README.md, a jinja2 template
 TEMPLATE = pathlib.Path(__file__).with_name('model_card_template.md')
+# where the usage code's depth change sends the reader (a release's card has its own depth table: tools/card_extras.py)
+MEASURE = 'measure first (timm_odevit.anytime.accuracy_at_budgets)'
 
 CITATIONS = {
     'arXiv:2511.16501': '''@misc{boned2025odevit,
@@ -188,60 +190,21 @@ def _description(model: torch.nn.Module, display: str) -> str:
     )
 
 
-def _retune(model: torch.nn.Module, measured: bool = False) -> str:
+def _retune(model: torch.nn.Module) -> str:
     """The usage code's line that doubles the depth (none for a discrete model)."""
     kind = family(model)
     if kind == 'discrete':
         return ''
-    where = 'measure first (timm_odevit.anytime.accuracy_at_budgets)'
-    if measured:
-        where = 'see "Accuracy at other depths"'
     depth = 2 * model.blocks.solver.steps  # a recurrence steps once per iteration
     if kind == 'ode':
-        return f'\nmodel.set_solver(steps={depth})  # another grid: accuracy changes with it; {where}'
-    return f'\nmodel.set_iterations({depth})  # beyond the training horizon: accuracy changes; {where}'
+        return f'\nmodel.set_solver(steps={depth})  # another grid: accuracy changes with it; {MEASURE}'
+    return f'\nmodel.set_iterations({depth})  # beyond the training horizon: accuracy changes; {MEASURE}'
 
 
 def half_width_95(top1: float, images: int) -> float:
     """Half width (points) of the 95 % binomial interval of a top-1 of ``top1`` % on ``images`` images:
     1.96·√(p(100 − p)/n)."""
     return 1.96 * (top1 * (100 - top1) / images) ** .5
-
-
-def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=None) -> str:
-    """The card's "Accuracy at other depths" table from ``metrics['grids']`` (hub.evaluate_grids), if measured;
-    ``train_depth``: the (lo, hi) the last run drew its depths from (``train_depth`` model kwarg), if any."""
-    if not (rows := metrics.get('grids')):
-        return ''
-    solver = model.blocks.solver
-    loaded = solver.steps  # a recurrence's iterations
-    what = 'iterations' if family(model) == 'recurrent' else f'{solver.method} steps'
-    label = 'loaded'
-    if train_depth:
-        how = (
-            f'the last training run drew a depth from {train_depth[0]}–{train_depth[1]} per update (train_depth); '
-            f'the weights are loaded at {loaded}'
-        )
-    elif len(getattr(model, 'stages', ())) > 1:
-        how = (
-            f'the weights were trained with a loss at iterations {", ".join(map(str, model.stages))} '
-            f'(deep supervision) and are loaded at {loaded}'
-        )
-    else:
-        label = 'trained'
-        how = f'the weights were trained and are loaded at {loaded}'
-    table = '\n'.join(
-        f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} ± "
-        f"{half_width_95(r['top1'], metrics['images']):.2f} |"
-        for r in rows
-    )
-    split = md_text(metrics.get('split', 'test'))
-    return (
-        f"\n## Accuracy at other depths\n\nTop-1 (%) of these weights on the same {metrics.get('images')} "
-        f"{split} images at other depths ({what}; {how}). Depth is a run-time setting, but "
-        "accuracy depends on it:\n\n"
-        f'| {what} | field evaluations / image | top-1 (95 % binomial interval) |\n|---|---|---|\n{table}\n'
-    )
 
 
 def model_card(
@@ -252,14 +215,12 @@ def model_card(
     repo_id: Optional[str] = None,
     train_command: Optional[str] = None,
 ) -> str:
-    """README.md text (a huggingface_hub ``ModelCard``): front matter, details, usage, depth table, citation.
+    """README.md text (a huggingface_hub ``ModelCard``): front matter, details, usage, citation.
     ``metrics``: :func:`timm_odevit.evaluation.evaluate`'s result (split, classes, images) with 'dataset' /
     'dataset_name'; ``info``: :func:`timm_odevit.checkpoint.model_from_checkpoint`'s."""
     from huggingface_hub import ModelCard
     size = model.pretrained_cfg.get('input_size', (3, 32, 32))
     data = card_data(name, model, metrics)
-    train_depth = (info.get('train_args', {}).get('model_kwargs') or {}).get('train_depth')
-    grids = _grid_section(model, metrics, train_depth)
     citation = '\n\n'.join(CITATIONS[p] for p in papers(model))
     training = ' timm train.py via `python -m timm_odevit.train`.'
     if train_command and train_command.strip():
@@ -276,8 +237,7 @@ def model_card(
             size=size,
             grey=size[0] == 1,  # read as timm reads images for a one-channel model
             discrete=family(model) == 'discrete',
-            retune=_retune(model, bool(grids)),
-            grids=grids,
+            retune=_retune(model),
             citation=f'\n## Citation\n\n```bibtex\n{citation}\n```\n' if citation else '',
         )
     )
