@@ -186,6 +186,7 @@ def test_bad_input(tmp_path, model, capsys):
     (['--mass-q', '0'], r'--mass-q must be in'),
     (['--lyapunov-steps', '0'], r'--lyapunov-steps must be >= 1'),
     (['--checkpoint', '{tmp}'], r'--checkpoint: checkpoint .* is a directory'),
+    (['--checkpoint', '{tmp}', '--pretrained'], r'argument --pretrained: not allowed with argument --checkpoint'),
     (['--model', 'no_such_model'], r'--model no_such_model: Unknown model'),
     (['--out', '{tmp}/file'], r'--out .*file is a file'),
 ])

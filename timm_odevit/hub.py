@@ -85,9 +85,8 @@ def export(
             '(an earlier export is replaced as a whole)'
         )
     model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
-    if repo_id:  # checked before the (long) evaluation
+    if repo_id:  # checked before the (long) evaluation; the card names it (save_for_hf writes no source into config)
         check_hub_id('--repo-id', repo_id, REPO_ID)
-        model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
     # a training recipe (the card's command keeps it), not part of the weights
     if getattr(model, 'train_depth', None):
         model.set_train_depth(None)
@@ -113,10 +112,10 @@ def export(
 
 def _check_training_classes(train_args: Dict[str, Any], classes: List[str], where: str) -> None:
     """When the run's training ImageFolder is still there, its classes must be the evaluated ones."""
-    folder = pathlib.Path(train_args.get('data_dir') or '.') / (train_args.get('train_split') or 'train')
-    if not train_args.get('data_dir') or train_args.get('dataset') or not folder.is_dir():
+    if not train_args.get('data_dir') or train_args.get('dataset'):
         return
-    trained = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    folder = pathlib.Path(train_args['data_dir']) / (train_args.get('train_split') or 'train')
+    trained = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     if trained and trained != list(classes):
         raise ValueError(
             f'{where} classes {short(classes)} are not those the model was trained on ({folder}: {short(trained)}): '

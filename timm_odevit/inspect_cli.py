@@ -165,12 +165,13 @@ def inspect_parser() -> argparse.ArgumentParser:
         help="timm model name, local-dir:FOLDER or hf-hub:ORG/NAME of a "
         'continuous-depth model (odevit_*, bvit_*, vit_odeified)',
     )
-    p.add_argument(
+    weights = p.add_mutually_exclusive_group()  # both give weights
+    weights.add_argument(
         '--checkpoint',
         help='train.py checkpoint (rebuilt with its own --model-kwargs; the '
         'weights its run selected on) or a state dict file of --model; read weights_only',
     )
-    p.add_argument('--pretrained', action='store_true', help="load --model's pretrained weights")
+    weights.add_argument('--pretrained', action='store_true', help="load --model's pretrained weights")
     p.add_argument('--image', required=True, help='image file to follow through the model')
     p.add_argument('--out', required=True, help='folder for the figures and summary.json (created)')
     p.add_argument(
@@ -195,8 +196,6 @@ def _build_model(p: argparse.ArgumentParser, args):
         # a bad local-dir: config.json named before timm's loader reads it
         check_model_source(args.model)
         if args.checkpoint:
-            if args.pretrained:
-                p.error('--checkpoint and --pretrained both give weights: pass one')
             return model_from_checkpoint(args.checkpoint, model_name=args.model)[0]
         return timm.create_model(args.model, pretrained=args.pretrained)
     except RuntimeError as e:  # timm: unknown model name

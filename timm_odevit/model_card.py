@@ -83,9 +83,9 @@ def _weights(info: Dict[str, Any]) -> str:
     selected = info.get('selected')
     if selected is None:
         return f'{which} weights'
-    if (selected == 'ema') == bool(info.get('ema')):
+    if selected == which.lower():  # 'ema' or 'raw'
         return f'{which} weights (the weights the run validated and selected on)'
-    other = 'EMA' if selected == 'ema' else 'raw'
+    other = 'raw' if info.get('ema') else 'EMA'
     return f'{which} weights (chosen at export; the run validated and selected on its {other} weights)'
 
 
