@@ -2,9 +2,10 @@
 
 YAML front matter (library_name timm, pipeline_tag, license, datasets, model-index with the measured top-1/top-5), a
 model-details table (architecture, params, image size, depth and solver, epochs, the measured top-1), an install line,
-usage code for classification, features and embeddings that runs as written, the depth table when measured, and the
-papers' BibTeX (timm's own models: the ViT paper for its ViTs, and timm). Text from the user (dataset and file names,
-the training command, a run's arguments) is escaped or fenced: it cannot change the card's structure.
+usage code for classification, features and embeddings that runs as written, and the papers' BibTeX (timm's own
+models: the ViT paper for its ViTs, and timm); the layout is the jinja2 template ``model_card_template.md``. Text from
+the user (dataset and file names, the training command, a run's arguments) is escaped or fenced: it cannot change the
+card's structure.
 """
 import json
 import pathlib
@@ -221,7 +222,6 @@ def model_card(
     from huggingface_hub import ModelCard
     size = model.pretrained_cfg.get('input_size', (3, 32, 32))
     data = card_data(name, model, metrics)
-    citation = '\n\n'.join(CITATIONS[p] for p in papers(model))
     training = ' timm train.py via `python -m timm_odevit.train`.'
     if train_command and train_command.strip():
         training = f'\n\n{md_block(train_command, "bash")}'
@@ -231,13 +231,13 @@ def model_card(
             template_path=str(TEMPLATE),
             name=name,
             description=_description(model, data.eval_results[0].dataset_name),
-            table='\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info)),
+            details=_details(model, metrics, info),
             training=training,
             load=f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
             size=size,
             grey=size[0] == 1,  # read as timm reads images for a one-channel model
             discrete=family(model) == 'discrete',
             retune=_retune(model),
-            citation=f'\n## Citation\n\n```bibtex\n{citation}\n```\n' if citation else '',
+            citations=[CITATIONS[p] for p in papers(model)],
         )
     )

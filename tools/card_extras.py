@@ -4,8 +4,8 @@ An exported card states the weights, how to load them and their measured accurac
 forward (GMACs), the run's recipe (train.py arguments), its hardware and wall time (``train_time.json``), and the run's
 per-epoch record (``summary.csv``) drawn as a learning curve; where the wheel carries its weights, its code loads the
 registered tag (:func:`packaged_usage`). :func:`extend_card` adds them to an exported folder; :func:`with_extras` to a
-card's text (``tools.cycle`` draws its own curve across cycles). ``tools.cycle`` also measures a release's top-1 at other
-depths (``timm_odevit.evaluation.evaluate_grids``) on the card's images: :func:`with_depths` adds the table.
+card's text (``tools.cycle`` draws its own curve across cycles). ``tools.cycle`` also measures a release's top-1 at
+other depths (``timm_odevit.evaluation.evaluate_grids``) on the card's images: :func:`with_depths` adds the table.
 """
 import csv
 import importlib.util

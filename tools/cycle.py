@@ -590,8 +590,9 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
                   select_grids: Optional[Sequence[int]] = None, log=None) -> Dict[str, Any]:
     """Decide on a finished cycle and, when its held-out top-1 beats the release's beyond the noise, release it
     (see the module docstring). ``package_dir``: the package's copy of the weights and their config.json
-    (``timm_odevit/weights/<tag>``), updated with the release. ``grids``: the depths whose test top-1 the card and the record give (default: evaluation.DEFAULT_GRIDS;
-    ``()`` for none). ``select_grids``: decide on the mean held-out top-1 over these depths instead (the module
+    (``timm_odevit/weights/<tag>``), updated with the release. ``grids``: the depths whose test top-1 the card and
+    the record give (measured on the exported folder, drawn by card_extras.with_depths; default:
+    evaluation.DEFAULT_GRIDS; ``()`` for none). ``select_grids``: decide on the mean held-out top-1 over these depths instead (the module
     docstring). ``log``: the JSON list a refused decision is appended to (default: :func:`refused_log`; not
     on a dry run). Returns the decision (and the test metrics when released)."""
     from timm_odevit.evaluation import DEFAULT_GRIDS, check_grids
