@@ -3,7 +3,7 @@
 Each candidate is a release config (``train_configs/release_<model>_cifar10_cpu.yaml``) plus the
 extra train.py arguments below, trained with timm's train.py (``python -m timm_odevit.train``) on the
 same data — the first ``--train-per-class`` training images per class of the held-out split
-(``python -m timm_odevit.data ... --val-per-class 500``) — for the same ``--epochs`` with the same
+(``python -m tools.holdout_split ... --val-per-class 500``) — for the same ``--epochs`` with the same
 seed, and validated after every epoch on the first ``--val-per-class`` images per class of its
 validation split (never the test split). Reported per run: best and last validation top-1 (the EMA
 weights' when EMA is on, as train.py selects), last training loss and wall time. Rows accumulate in

@@ -8,7 +8,7 @@ and writes ``results/teacher_choice.json``:
     python bench/teacher_choice.py output/train/teacher_convstem:output/logs/teacher_convstem.log \
         output/train/teacher_plain:output/logs/teacher_plain.log --epochs 1
 
-Held-out = the 5,000 images ``python -m timm_odevit.data`` holds out of the training split (never test).
+Held-out = the 5,000 images ``python -m tools.holdout_split`` holds out of the training split (never test).
 Top-1 is the raw weights' (train.py's log: ``Test: [..] Acc@1 x (mean)``): after one epoch an EMA of decay
 0.999 still mostly holds the initial weights, and summary.csv logs only the EMA's.
 """

@@ -41,7 +41,7 @@ def test_trajectory_and_attention_shapes(model, image):
     with pytest.raises(ValueError, match='pass grid'):
         analysis.cls_attention_mass(model, maps[..., :-16, :-16])  # the maps of a smaller input
     assert analysis.cls_attention_mass(model, maps[..., :-16, :-16], grid=(6, 8)).shape == (7, 1, 6, 8)
-    assert analysis.time_points(model).tolist() == pytest.approx([k / 6 for k in range(7)])
+    assert analysis.depth_stack(model).solver.grid().tolist() == pytest.approx([k / 6 for k in range(7)])
 
 
 def test_mass_mask_is_the_smallest_set():
@@ -186,6 +186,7 @@ def test_bad_input(tmp_path, model, capsys):
     (['--mass-q', '0'], r'--mass-q must be in'),
     (['--lyapunov-steps', '0'], r'--lyapunov-steps must be >= 1'),
     (['--checkpoint', '{tmp}'], r'--checkpoint: checkpoint .* is a directory'),
+    (['--checkpoint', '{tmp}', '--pretrained'], r'argument --pretrained: not allowed with argument --checkpoint'),
     (['--model', 'no_such_model'], r'--model no_such_model: Unknown model'),
     (['--out', '{tmp}/file'], r'--out .*file is a file'),
 ])

@@ -73,14 +73,18 @@ def test_anytime_training_depths_stay_with_the_run_not_the_exported_weights(tmp_
     saved = torch.load(ckpt, weights_only=False)
     saved['args'].model_kwargs = {'steps': 2, 'train_depth': [1, 3]}
     torch.save(saved, ckpt)
-    hub.export(str(ckpt), str(tmp_path / 'out'), eval_dir=str(eval_dir), grids=[1, 2])
+    metrics = hub.export(str(ckpt), str(tmp_path / 'out'), eval_dir=str(eval_dir))
     config = json.loads((tmp_path / 'out' / 'config.json').read_text())
     assert config['model_args']['steps'] == 2 and 'train_depth' not in config['model_args']
-    card = (tmp_path / 'out' / 'README.md').read_text()  # the depth table says how the weights were trained
-    assert 'the last training run drew a depth from 1–3 per update (train_depth); the weights are loaded at 2' in card
-    assert '| 2 (loaded) |' in card and '(trained)' not in card
     exported = timm.create_model(f'local-dir:{tmp_path / "out"}', pretrained=True)
     assert exported.train_depth is None and len(exported.blocks) == 2
+    from timm_odevit.evaluation import evaluate_grids
+    from tools.card_extras import with_depths
+    metrics['grids'] = evaluate_grids(exported, str(eval_dir), grids=[1, 2])
+    card = with_depths((tmp_path / 'out' / 'README.md').read_text(), exported, metrics, vars(saved['args']))
+    # a release's depth table says how the weights were trained
+    assert 'the last training run drew a depth from 1–3 per update (train_depth); the weights are loaded at 2' in card
+    assert '| 2 (loaded) |' in card and '(trained)' not in card
 
 
 def test_card_states_the_evaluated_split_dataset_images_and_1_based_epoch(tmp_path, eval_dir):
@@ -200,10 +204,11 @@ def test_export_cli_errors_name_the_argument(tmp_path, eval_dir, capsys):
     ckpt = str(_checkpoint(tmp_path / 'run' / 'last.pth.tar'))
     (tmp_path / 'file').write_text('x')
     cases = [
-        ([ckpt, str(tmp_path / 'file'), '--eval-dir', str(eval_dir)], r'out_dir .*file is a file'),
+        ([ckpt, str(tmp_path / 'file'), '--eval-dir', str(eval_dir)], r'Not a directory: .*file'),
         ([ckpt, str(tmp_path / 'o'), '--eval-dir', str(eval_dir), '--eval-split', 'val'], r"no split 'val'"),
         ([str(tmp_path / 'run'), str(tmp_path / 'o'), '--eval-dir', str(eval_dir)], r'checkpoint .*run.* is a directory'),
-        ([ckpt, str(tmp_path / 'o'), '--eval-dir', str(eval_dir), '--batch-size', '0'], r'--batch-size must be >= 1'),
+        ([ckpt, str(tmp_path / 'o'), '--eval-dir', str(eval_dir), '--batch-size', '0'],
+         r'batch_size must be an integer >= 1'),  # eval_loader's check
         ([ckpt, str(tmp_path / 'o'), '--eval-dir', str(eval_dir), '--device', 'gpu7'], r"--device 'gpu7'"),
         ([ckpt, str(tmp_path / 'o'), '--eval-dir', str(eval_dir), '--repo-id', 'not a//valid id'], r'--repo-id'),
     ]
@@ -260,7 +265,7 @@ def test_export_into_a_symlinked_folder_replaces_the_folder_it_points_to(tmp_pat
     assert link.is_symlink() and hub.verify_folder(link) is None
 
 
-def test_export_accepts_numpy_grids(tmp_path, eval_dir):
-    metrics = hub.export(str(_checkpoint(tmp_path / 'run' / 'last.pth.tar')), str(tmp_path / 'out'),
-                         eval_dir=str(eval_dir), grids=np.array([1, 2]))
-    assert [g['depth'] for g in metrics['grids']] == [1, 2]
+def test_evaluate_grids_accepts_numpy_grids(eval_dir):
+    from timm_odevit.evaluation import evaluate_grids
+    rows = evaluate_grids(timm.create_model('odevit_tiny_cifar', steps=2), str(eval_dir), grids=np.array([1, 2]))
+    assert [g['depth'] for g in rows] == [1, 2]

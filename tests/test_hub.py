@@ -249,6 +249,27 @@ def test_a_releases_card_extras(exported, tmp_path):
     hub.verify_folder(folder)
 
 
+def test_a_packaged_releases_card_loads_the_registered_tag_offline():
+    """The exported card of a release whose weights the wheel carries names hf-hub:ORG/TAG (which loads once
+    uploaded); the release's extras (tools/card_extras.py) make its code load the registered tag, with no network, and
+    say so. Any other card keeps its hf-hub: loads."""
+    from timm_odevit.model_card import model_card
+    from tools.card_extras import with_extras
+    model = timm.create_model('odevit_tiny_cifar.c10', pretrained=True)
+    metrics = dict(top1=50., top5=90., images=100, split='test', dataset='cifar10')
+    info = dict(architecture='odevit_tiny_cifar')
+    card = model_card('odevit_tiny_cifar.c10', model, metrics, info, 'timm-odevit/odevit_tiny_cifar.c10')
+    assert card.count("'hf-hub:timm-odevit/odevit_tiny_cifar.c10'") == 3 and 'wheel carries' not in card
+    card = with_extras(card, model, {}, {})
+    assert 'The wheel carries these weights: `odevit_tiny_cifar.c10` loads them with no network' in card
+    blocks = re.findall(r'```python\n(.*?)```', card, re.S)
+    assert len(blocks) == 2 and not any('hf-hub:' in code for code in blocks)
+    for code in blocks:
+        exec(compile(code, 'README.md', 'exec'), {})
+    other = model_card('x', model, metrics, info, 'org/odevit_tiny_cifar.test')
+    assert with_extras(other, model, {}, {}).count("'hf-hub:org/odevit_tiny_cifar.test'") == 3
+
+
 @pytest.mark.parametrize('kd, shown, hidden', [
     ({}, [], ['kd_']),  # train.py's kd defaults without a teacher: no distillation ran
     ({'kd_model_name': 'local-dir:teachers/mine', 'kd_distill_type': 'logit'},
@@ -392,32 +413,37 @@ def test_unreadable_checkpoints_name_the_file(tmp_path, make, words):
         checkpoint.load_checkpoint_file(path)
 
 
-def test_export_measures_and_cards_the_other_depths(tmp_path, eval_dir):
-    """grids=: top-1 at each depth on the same images, in the metrics and as a card table; the grid is restored."""
+def test_a_releases_card_gives_the_other_depths(tmp_path, eval_dir):
+    """A release's card (tools.cycle): top-1 at each depth on the exported card's images (evaluate_grids), as a table
+    placed by tools/card_extras.with_depths; the model's grid is restored."""
+    from timm_odevit.evaluation import evaluate_grids
+    from tools.card_extras import with_depths
     torch.manual_seed(0)
     model = timm.create_model('odevit_tiny_cifar', steps=3)
     torch.save({'arch': 'odevit_tiny_cifar', 'args': argparse.Namespace(model_kwargs={'steps': 3}),
                 'state_dict': model.state_dict()}, tmp_path / 'c.pth.tar')
-    metrics = hub.export(str(tmp_path / 'c.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir), grids=[2, 3, 6])
+    metrics = hub.export(str(tmp_path / 'c.pth.tar'), str(tmp_path / 'out'), eval_dir=str(eval_dir))
+    card = (tmp_path / 'out' / 'README.md').read_text()
+    assert '## Accuracy at other depths' not in card and 'measure first (timm_odevit.anytime' in card
+    loaded = timm.create_model(f'local-dir:{tmp_path / "out"}', pretrained=True)
+    metrics['grids'] = evaluate_grids(loaded, str(eval_dir), grids=[2, 3, 6])
     assert [(g['depth'], g['nfe']) for g in metrics['grids']] == [(2, 2), (3, 3), (6, 6)]
     at3 = next(g for g in metrics['grids'] if g['depth'] == 3)
     assert at3['top1'] == pytest.approx(metrics['top1'])  # the trained grid, measured twice: the same number
-    card = (tmp_path / 'out' / 'README.md').read_text()
+    card = with_depths(card, loaded, metrics, {'model_kwargs': {'steps': 3}})
     half = 196 * (at3['top1'] / 100 * (1 - at3['top1'] / 100) / metrics['images']) ** .5  # the 95 % binomial interval
     assert '## Accuracy at other depths' in card and f"| 3 (trained) | 3 | {at3['top1']:.2f} ± {half:.2f} |" in card
-    assert 'see "Accuracy at other depths"' in card
-    loaded = timm.create_model(f'local-dir:{tmp_path / "out"}', pretrained=True)
-    assert loaded.solver.steps == 3  # the sweep did not leak into the exported config
+    assert 'see "Accuracy at other depths"' in card and 'measure first' not in card
+    assert card.index('## Accuracy at other depths') < card.index('## Citation')
+    assert loaded.solver.steps == 3  # the sweep left the model's grid as it was
     recurrent = timm.create_model('bvit_tiny_cifar', iterations=4)
-    rows = hub.evaluate_grids(recurrent, str(eval_dir), grids=[2, 4])
+    rows = evaluate_grids(recurrent, str(eval_dir), grids=[2, 4])
     assert [g['nfe'] for g in rows] == [2, 4] and recurrent.iterations == 4
     for bad in ([0], [], 'x', [2.5], [True]):
         with pytest.raises(ValueError, match='grids must be positive integers'):
-            hub.export(str(tmp_path / 'c.pth.tar'), str(tmp_path / 'bad'), eval_dir=str(eval_dir), grids=bad)
-    discrete = timm.create_model('vit_odevit_tiny_cifar_params_matched')
-    torch.save({'arch': 'vit_odevit_tiny_cifar_params_matched', 'state_dict': discrete.state_dict()}, tmp_path / 'v.pth.tar')
-    with pytest.raises(ValueError, match='not a continuous-depth model'):
-        hub.export(str(tmp_path / 'v.pth.tar'), str(tmp_path / 'v'), eval_dir=str(eval_dir), grids=[2])
+            evaluate_grids(loaded, str(eval_dir), grids=bad)
+    with pytest.raises(TypeError, match='has no ODE trajectory'):
+        evaluate_grids(timm.create_model('vit_odevit_tiny_cifar_params_matched'), str(eval_dir), grids=[2])
 
 
 @pytest.mark.parametrize('kwargs,says', [
@@ -425,10 +451,10 @@ def test_export_measures_and_cards_the_other_depths(tmp_path, eval_dir):
     ({'stages': [2, 4]}, 'trained with a loss at iterations 2, 4 (deep supervision) and are loaded at 4'),
 ])
 def test_card_depth_table_says_how_a_recurrent_model_was_trained(kwargs, says):
-    from timm_odevit.model_card import _grid_section
+    from tools.card_extras import depth_section
     model = timm.create_model('bvit_tiny_cifar', iterations=4, **kwargs)
     rows = [{'depth': d, 'nfe': d, 'top1': 50.0} for d in (2, 4, 8)]
-    section = _grid_section(model, {'grids': rows, 'images': 10, 'split': 'test'})
+    section = depth_section(model, {'grids': rows, 'images': 10, 'split': 'test'})
     assert says in section
     assert ('| 4 (loaded) |' if kwargs else '| 4 (trained) |') in section
     assert '| 50.00 ± 30.99 |' in section and 'top-1 (95 % binomial interval)' in section  # 1.96·√(.25 / 10)

@@ -120,8 +120,10 @@ def test_wheel_contains_the_release_weights_and_no_release_tooling(wheel):
         names = z.namelist()
         entry_points = z.read(next(n for n in names if n.endswith('entry_points.txt'))).decode()
         metadata = z.read(next(n for n in names if n.endswith('METADATA'))).decode()
-    assert not [n for n in names if n.startswith('tools/') or n.split('/')[-1] in ('cycle.py', 'speed.py')], names
-    assert 'odevit-cycle' not in entry_points and 'odevit-export = timm_odevit.hub:export_main' in entry_points
+    tooling = ('cycle.py', 'speed.py', 'holdout_split.py')
+    assert not [n for n in names if n.startswith('tools/') or n.split('/')[-1] in tooling], names
+    assert 'odevit-cycle' not in entry_points and 'holdout' not in entry_points
+    assert 'odevit-export = timm_odevit.hub:export_main' in entry_points
     assert 'License-Expression: Apache-2.0' in metadata  # an SPDX string: no setuptools deprecation warning
 
 

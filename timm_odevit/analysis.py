@@ -46,20 +46,12 @@ def trajectory(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return torch.cat([z0[None], states])
 
 
-def time_points(model: nn.Module) -> torch.Tensor:
-    """Times of the trajectory states (P + 1,): grid times, or iteration numbers for a recurrence."""
-    return depth_stack(model).solver.grid()
-
-
-def field_attention(model: nn.Module, z: torch.Tensor) -> torch.Tensor:
-    """Attention probabilities (B, H, N, N) the model's field / block applies at state z (differentiable)."""
-    return depth_stack(model).field.attention_probs(z)
-
-
 @torch.no_grad()
 def attention_maps(model: nn.Module, states: torch.Tensor) -> torch.Tensor:
-    """Attention probabilities the field applies at each state: (P + 1, B, H, N, N)."""
-    return torch.stack([field_attention(model, z) for z in states])
+    """Attention probabilities the field applies at each state: (P + 1, B, H, N, N) (the times of the states:
+    ``depth_stack(model).solver.grid()``, grid times or iteration numbers)."""
+    field = depth_stack(model).field
+    return torch.stack([field.attention_probs(z) for z in states])
 
 
 def cls_attention_mass(
@@ -163,17 +155,16 @@ def lyapunov_exponent(
 
 
 def _spectral_norm_of_jacobian(f, x: torch.Tensor, iters: int = 20, seed: int = 0) -> float:
+    """‖J‖₂ of ``f`` at ``x`` by ``iters`` (>= 1) power iterations on JᵀJ: ‖J v‖ for the last unit vector v."""
     generator = torch.Generator().manual_seed(seed)
     v = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)
     v = v / v.norm()
-    sigma = 0.
+    _, vjp = torch.func.vjp(f, x)
     for _ in range(iters):
         _, jv = torch.func.jvp(f, (x,), (v,))
-        _, vjp = torch.func.vjp(f, x)
         u = vjp(jv)[0]  # Jᵀ J v
-        sigma = math.sqrt(max(torch.dot(u.flatten(), v.flatten()).item(), 0.))
         v = u / u.norm()
-    return sigma
+    return jv.norm().item()
 
 
 def lipschitz_estimate(model: nn.Module, x: torch.Tensor, iters: int = 20) -> float:

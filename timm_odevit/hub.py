@@ -13,15 +13,14 @@ import argparse
 import json
 import os
 import pathlib
-import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from ._checks import replaced_folder
 from .checkpoint import MODEL_FILES, model_from_checkpoint, verify_folder
 from .data import image_folder
-from .evaluation import DEFAULT_GRIDS, check_grids, evaluate, evaluate_grids
+from .evaluation import evaluate
 from .loader import short
 from .model_card import model_card
 from .models._cfgs import CIFAR10_LABELS
@@ -68,50 +67,39 @@ def export(
     batch_size: int = 250,
     workers: int = 2,
     progress: bool = False,
-    grids: Optional[Sequence[int]] = None,
 ) -> Dict[str, Any]:
     """train.py checkpoint -> Hub folder (model.safetensors, config.json with the classes' label_names, README.md
     model card). ``use_ema`` None: the weights the run selected on (EMA with --model-ema). The card's split, dataset,
-    classes and image count are those of the evaluation. ``grids``: also measure top-1 at these depths (Euler steps /
-    iterations, :func:`evaluate_grids`) on the same images; the card gets the table. ``out_dir`` may be a symbolic
-    link: the folder it points to is replaced. Returns the metrics."""
+    classes and image count are those of the evaluation (a release's card adds top-1 at other depths:
+    tools/card_extras.with_depths). ``out_dir`` may be a symbolic link: the folder it points to is replaced. Returns
+    the metrics."""
     from timm.models import save_for_hf
-    from .layers import ContinuousDepthStack
     if not eval_dir:
         raise ValueError('the model card needs a measured accuracy: pass eval_dir (an ImageFolder with a test split)')
-    grids = None if grids is None else check_grids(grids)
     out = pathlib.Path(out_dir).resolve()
-    # a new folder, an empty one, or an earlier export (whose files it replaces)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f'out_dir {out} is a file, not a folder: choose a folder')
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.is_dir() else []
+    # a new folder, an empty one, or an earlier export (whose files it replaces); a file: NotADirectoryError
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in EXPORT_FILES) if out.exists() else []
     if foreign:
         raise ValueError(
             f'out_dir {out} holds files an export does not write ({short(foreign)}): choose a new or empty folder '
             '(an earlier export is replaced as a whole)'
         )
     model, info = model_from_checkpoint(checkpoint, use_ema=use_ema, model_kwargs=model_kwargs)
-    if repo_id:  # checked before the (long) evaluation
+    if repo_id:  # checked before the (long) evaluation; the card names it (save_for_hf writes no source into config)
         check_hub_id('--repo-id', repo_id, REPO_ID)
-        model.pretrained_cfg = dict(model.pretrained_cfg, hf_hub_id=repo_id)
     # a training recipe (the card's command keeps it), not part of the weights
     if getattr(model, 'train_depth', None):
         model.set_train_depth(None)
     classes, _ = image_folder(eval_dir, eval_split)
     _check_training_classes(info['train_args'], classes, str(pathlib.Path(eval_dir) / eval_split))
     dataset, dataset_name = resolve_dataset(dataset, classes, eval_dir)
-    if grids and not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
-        raise ValueError(f'grids: {info["architecture"]} is not a continuous-depth model (no depth to change)')
     metrics = evaluate(model, eval_dir, eval_split, batch_size, workers, device, progress)
-    # top-1 at other depths, for the card: the same images, the model's grid restored afterwards
-    if grids:
-        metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids, batch_size, workers, device)
     model.cpu()
     metrics['dataset'] = dataset
     metrics['dataset_name'] = dataset_name
     info['checkpoint_file'] = pathlib.Path(checkpoint).name
     name = repo_id.split('/')[-1] if repo_id else info['architecture']
-    card = model_card(name, model, metrics, info, dataset, repo_id, train_command=train_command)
+    card = model_card(name, model, metrics, info, repo_id, train_command)
     # written and verified beside out_dir after the (long) evaluation, then swapped in whole: a failure leaves it
     with replaced_folder(out) as staging:
         save_for_hf(model, staging, model_config={'label_names': classes}, safe_serialization=True)
@@ -124,10 +112,10 @@ def export(
 
 def _check_training_classes(train_args: Dict[str, Any], classes: List[str], where: str) -> None:
     """When the run's training ImageFolder is still there, its classes must be the evaluated ones."""
-    folder = pathlib.Path(train_args.get('data_dir') or '.') / (train_args.get('train_split') or 'train')
-    if not train_args.get('data_dir') or train_args.get('dataset') or not folder.is_dir():
+    if not train_args.get('data_dir') or train_args.get('dataset'):
         return
-    trained = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    folder = pathlib.Path(train_args['data_dir']) / (train_args.get('train_split') or 'train')
+    trained = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     if trained and trained != list(classes):
         raise ValueError(
             f'{where} classes {short(classes)} are not those the model was trained on ({folder}: {short(trained)}): '
@@ -209,22 +197,12 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument('--device', default='cpu', help='device to evaluate on (cpu, cuda, cuda:1, ...)')
     p.add_argument('--batch-size', type=int, default=250, help='evaluation batch size (default: 250)')
     p.add_argument('--workers', type=int, default=2, help='data loading processes (default: 2)')
-    p.add_argument(
-        '--grids',
-        type=int,
-        nargs='+',
-        metavar='N',
-        help='also measure top-1 at these depths (Euler steps / iterations) for the card, e.g. '
-        + ' '.join(map(str, DEFAULT_GRIDS)),
-    )
     return p
 
 
 def export_main(argv=None) -> None:
     p = export_parser()
     args = p.parse_args(argv)
-    if args.batch_size < 1 or args.workers < 0:
-        p.error(f'--batch-size must be >= 1 and --workers >= 0, got {args.batch_size} and {args.workers}')
     try:
         torch.device(args.device)
     except RuntimeError as e:
@@ -261,4 +239,4 @@ def publish_main(argv=None) -> None:
 
 
 if __name__ == '__main__':
-    sys.exit(export_main())
+    export_main()

@@ -46,13 +46,14 @@ def inspect_image(
     with torch.no_grad():
         logits = model(x)
     states = analysis.trajectory(model, x)  # (P + 1, 1, N, D)
-    times = analysis.time_points(model)
+    solver = analysis.depth_stack(model).solver
+    times = solver.grid()  # (P + 1,): grid times, or iteration numbers for a recurrence
     maps = analysis.attention_maps(model, states)
     grid = model.patch_embed.dynamic_feat_size(x.shape[-2:])  # the input's patch grid
     mass = analysis.cls_attention_mass(model, maps, grid)[:, 0]  # (P + 1, h, w)
     masks = analysis.mass_mask(mass, mass_q)
     lam, growth = analysis.lyapunov_exponent(model, x, steps=lyapunov_steps)
-    unit = analysis.depth_stack(model).solver.unit  # 'iteration' for the bViT recurrence, else 't'
+    unit = solver.unit  # 'iteration' for the bViT recurrence, else 't'
     image = _denormalise(x, model)  # (H, W, C)
 
     # attention over time
@@ -164,12 +165,13 @@ def inspect_parser() -> argparse.ArgumentParser:
         help="timm model name, local-dir:FOLDER or hf-hub:ORG/NAME of a "
         'continuous-depth model (odevit_*, bvit_*, vit_odeified)',
     )
-    p.add_argument(
+    weights = p.add_mutually_exclusive_group()  # both give weights
+    weights.add_argument(
         '--checkpoint',
         help='train.py checkpoint (rebuilt with its own --model-kwargs; the '
         'weights its run selected on) or a state dict file of --model; read weights_only',
     )
-    p.add_argument('--pretrained', action='store_true', help="load --model's pretrained weights")
+    weights.add_argument('--pretrained', action='store_true', help="load --model's pretrained weights")
     p.add_argument('--image', required=True, help='image file to follow through the model')
     p.add_argument('--out', required=True, help='folder for the figures and summary.json (created)')
     p.add_argument(
@@ -194,8 +196,6 @@ def _build_model(p: argparse.ArgumentParser, args):
         # a bad local-dir: config.json named before timm's loader reads it
         check_model_source(args.model)
         if args.checkpoint:
-            if args.pretrained:
-                p.error('--checkpoint and --pretrained both give weights: pass one')
             return model_from_checkpoint(args.checkpoint, model_name=args.model)[0]
         return timm.create_model(args.model, pretrained=args.pretrained)
     except RuntimeError as e:  # timm: unknown model name

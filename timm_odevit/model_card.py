@@ -2,9 +2,10 @@
 
 YAML front matter (library_name timm, pipeline_tag, license, datasets, model-index with the measured top-1/top-5), a
 model-details table (architecture, params, image size, depth and solver, epochs, the measured top-1), an install line,
-usage code for classification, features and embeddings that runs as written, the depth table when measured, and the
-papers' BibTeX (timm's own models: the ViT paper for its ViTs, and timm). Text from the user (dataset and file names,
-the training command, a run's arguments) is escaped or fenced: it cannot change the card's structure.
+usage code for classification, features and embeddings that runs as written, and the papers' BibTeX (timm's own
+models: the ViT paper for its ViTs, and timm); the layout is the jinja2 template ``model_card_template.md``. Text from
+the user (dataset and file names, the training command, a run's arguments) is escaped or fenced: it cannot change the
+card's structure.
 """
 import json
 import pathlib
@@ -14,10 +15,11 @@ import timm
 import torch
 
 from ._markdown import md_block, md_code, md_text
-from .models._cfgs import packaged_weights
 
 # the README.md, a jinja2 template
 TEMPLATE = pathlib.Path(__file__).with_name('model_card_template.md')
+# where the usage code's depth change sends the reader (a release's card has its own depth table: tools/card_extras.py)
+MEASURE = 'measure first (timm_odevit.anytime.accuracy_at_budgets)'
 
 CITATIONS = {
     'arXiv:2511.16501': '''@misc{boned2025odevit,
@@ -82,9 +84,9 @@ def _weights(info: Dict[str, Any]) -> str:
     selected = info.get('selected')
     if selected is None:
         return f'{which} weights'
-    if (selected == 'ema') == bool(info.get('ema')):
+    if selected == which.lower():  # 'ema' or 'raw'
         return f'{which} weights (the weights the run validated and selected on)'
-    other = 'EMA' if selected == 'ema' else 'raw'
+    other = 'raw' if info.get('ema') else 'EMA'
     return f'{which} weights (chosen at export; the run validated and selected on its {other} weights)'
 
 
@@ -120,17 +122,11 @@ def _details(model: torch.nn.Module, metrics: Dict[str, Any], info: Dict[str, An
     return rows
 
 
-def card_data(
-    name: str,
-    model: torch.nn.Module,
-    metrics: Dict[str, Any],
-    dataset: Optional[str] = None,
-    license: str = 'apache-2.0',
-):
+def card_data(name: str, model: torch.nn.Module, metrics: Dict[str, Any]):
     """huggingface_hub ``ModelCardData``: the front matter, with a model-index of the measured top-1/top-5 on
-    the evaluated split and dataset."""
+    the evaluated split and dataset (``metrics['dataset']``, a Hub dataset id)."""
     from huggingface_hub import EvalResult, ModelCardData
-    dataset = dataset or metrics.get('dataset') or 'unknown'
+    dataset = metrics.get('dataset') or 'unknown'
     display = metrics.get('dataset_name') or dataset
     common = dict(
         task_type='image-classification',
@@ -145,7 +141,7 @@ def card_data(
         model_name=name,
         library_name='timm',
         pipeline_tag='image-classification',
-        license=license,
+        license='apache-2.0',
         tags=['image-classification', 'timm', 'timm_odevit', kind_tag],
         datasets=[dataset],
         metrics=['accuracy'],
@@ -195,18 +191,15 @@ def _description(model: torch.nn.Module, display: str) -> str:
     )
 
 
-def _retune(model: torch.nn.Module, measured: bool = False) -> str:
-    where = 'measure first (timm_odevit.anytime.accuracy_at_budgets)'
-    if measured:
-        where = 'see "Accuracy at other depths"'
+def _retune(model: torch.nn.Module) -> str:
+    """The usage code's line that doubles the depth (none for a discrete model)."""
     kind = family(model)
+    if kind == 'discrete':
+        return ''
+    depth = 2 * model.blocks.solver.steps  # a recurrence steps once per iteration
     if kind == 'ode':
-        steps = model.blocks.solver.steps
-        change = f'steps={2 * steps}' if steps else "method='euler', steps=12"
-        return f'\nmodel.set_solver({change})  # another grid: accuracy changes with it; {where}'
-    if kind == 'recurrent':
-        return f'\nmodel.set_iterations({2 * model.iterations})  # beyond the training horizon: accuracy changes; {where}'
-    return ''
+        return f'\nmodel.set_solver(steps={depth})  # another grid: accuracy changes with it; {MEASURE}'
+    return f'\nmodel.set_iterations({depth})  # beyond the training horizon: accuracy changes; {MEASURE}'
 
 
 def half_width_95(top1: float, images: int) -> float:
@@ -215,65 +208,20 @@ def half_width_95(top1: float, images: int) -> float:
     return 1.96 * (top1 * (100 - top1) / images) ** .5
 
 
-def _grid_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=None) -> str:
-    """The card's "Accuracy at other depths" table from ``metrics['grids']`` (hub.evaluate_grids), if measured;
-    ``train_depth``: the (lo, hi) the last run drew its depths from (``train_depth`` model kwarg), if any."""
-    if not (rows := metrics.get('grids')):
-        return ''
-    recurrent = family(model) == 'recurrent'
-    loaded = model.iterations if recurrent else model.blocks.solver.steps
-    what = 'iterations' if recurrent else f'{model.blocks.solver.method} steps'
-    if train_depth:
-        label = 'loaded'
-        how = (
-            f'the last training run drew a depth from {train_depth[0]}–{train_depth[1]} per update (train_depth); '
-            f'the weights are loaded at {loaded}'
-        )
-    elif len(getattr(model, 'stages', ())) > 1:
-        label = 'loaded'
-        how = (
-            f'the weights were trained with a loss at iterations {", ".join(map(str, model.stages))} '
-            f'(deep supervision) and are loaded at {loaded}'
-        )
-    else:
-        label = 'trained'
-        how = f'the weights were trained and are loaded at {loaded}'
-    table = '\n'.join(
-        f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} ± "
-        f"{half_width_95(r['top1'], metrics['images']):.2f} |"
-        for r in rows
-    )
-    split = md_text(metrics.get('split', 'test'))
-    return (
-        f"\n## Accuracy at other depths\n\nTop-1 (%) of these weights on the same {metrics.get('images')} "
-        f"{split} images at other depths ({what}; {how}). Depth is a run-time setting, but "
-        "accuracy depends on it:\n\n"
-        f'| {what} | field evaluations / image | top-1 (95 % binomial interval) |\n|---|---|---|\n{table}\n'
-    )
-
-
 def model_card(
     name: str,
     model: torch.nn.Module,
     metrics: Dict[str, Any],
     info: Dict[str, Any],
-    dataset: Optional[str] = None,
     repo_id: Optional[str] = None,
-    license: str = 'apache-2.0',
     train_command: Optional[str] = None,
 ) -> str:
-    """README.md text (a huggingface_hub ``ModelCard``): front matter, details, usage, depth table, citation.
+    """README.md text (a huggingface_hub ``ModelCard``): front matter, details, usage, citation.
     ``metrics``: :func:`timm_odevit.evaluation.evaluate`'s result (split, classes, images) with 'dataset' /
     'dataset_name'; ``info``: :func:`timm_odevit.checkpoint.model_from_checkpoint`'s."""
     from huggingface_hub import ModelCard
     size = model.pretrained_cfg.get('input_size', (3, 32, 32))
-    data = card_data(name, model, metrics, dataset, license)
-    train_depth = (info.get('train_args', {}).get('model_kwargs') or {}).get('train_depth')
-    grids = _grid_section(model, metrics, train_depth)
-    citation = '\n\n'.join(CITATIONS[p] for p in papers(model))
-    tag = (repo_id or '').split('/')[-1]
-    packaged = bool(repo_id) and packaged_weights(tag).is_file()  # a release whose weights ship in the wheel
-    hub = f'`hf-hub:{repo_id}` once this folder is uploaded there' if repo_id else 'the Hub once uploaded'
+    data = card_data(name, model, metrics)
     training = ' timm train.py via `python -m timm_odevit.train`.'
     if train_command and train_command.strip():
         training = f'\n\n{md_block(train_command, "bash")}'
@@ -282,17 +230,14 @@ def model_card(
             data,
             template_path=str(TEMPLATE),
             name=name,
-            description=_description(model, metrics.get('dataset_name') or data.datasets[0]),
-            table='\n'.join(f'| {k} | {v} |' for k, v in _details(model, metrics, info)),
+            description=_description(model, data.eval_results[0].dataset_name),
+            details=_details(model, metrics, info),
             training=training,
-            packaged=packaged,
-            hub=hub,
-            load=tag if packaged else f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
+            load=f'hf-hub:{repo_id}' if repo_id else 'local-dir:PATH',
             size=size,
             grey=size[0] == 1,  # read as timm reads images for a one-channel model
             discrete=family(model) == 'discrete',
-            retune=_retune(model, bool(grids)),
-            grids=grids,
-            citation=f'\n## Citation\n\n```bibtex\n{citation}\n```\n' if citation else '',
+            retune=_retune(model),
+            citations=[CITATIONS[p] for p in papers(model)],
         )
     )

@@ -2,12 +2,15 @@
 
 An exported card states the weights, how to load them and their measured accuracy. A release also gives the cost of one
 forward (GMACs), the run's recipe (train.py arguments), its hardware and wall time (``train_time.json``), and the run's
-per-epoch record (``summary.csv``) drawn as a learning curve. :func:`extend_card` adds them to an exported folder;
-:func:`with_extras` to a card's text (``tools.cycle`` draws its own curve across cycles).
+per-epoch record (``summary.csv``) drawn as a learning curve; where the wheel carries its weights, its code loads the
+registered tag (:func:`packaged_usage`). :func:`extend_card` adds them to an exported folder; :func:`with_extras` to a
+card's text (``tools.cycle`` draws its own curve across cycles). ``tools.cycle`` also measures a release's top-1 at
+other depths (``timm_odevit.evaluation.evaluate_grids``) on the card's images: :func:`with_depths` adds the table.
 """
 import csv
 import importlib.util
 import pathlib
+import re
 import shutil
 from typing import Any, Callable, Dict, List, Optional
 
@@ -15,6 +18,8 @@ import torch
 
 from timm_odevit._checks import is_real, read_json, write_atomic
 from timm_odevit._markdown import md_text
+from timm_odevit.model_card import MEASURE, family, half_width_95
+from timm_odevit.models._cfgs import packaged_weights
 
 LEARNING_CURVE = 'learning_curve.png'
 TRAINING_LOG = 'summary.csv'  # train.py's per-epoch table, copied into the folder as is
@@ -127,11 +132,76 @@ def recipe(args: Dict[str, Any]) -> str:
     return ', '.join(md_text(f'{k}={args[k]}') for k in RECIPE_KEYS if shown(k, args))
 
 
+def depth_section(model: torch.nn.Module, metrics: Dict[str, Any], train_depth=None) -> str:
+    """The card's "Accuracy at other depths" table from ``metrics['grids']`` (``evaluate_grids``'s rows on the
+    ``metrics['images']`` images of ``metrics['split']``); ``train_depth``: the (lo, hi) the last run drew its depths
+    from (``train_depth`` model kwarg), if any."""
+    rows = metrics['grids']
+    solver = model.blocks.solver
+    loaded = solver.steps  # a recurrence's iterations
+    what = 'iterations' if family(model) == 'recurrent' else f'{solver.method} steps'
+    label = 'loaded'
+    if train_depth:
+        how = (
+            f'the last training run drew a depth from {train_depth[0]}–{train_depth[1]} per update (train_depth); '
+            f'the weights are loaded at {loaded}'
+        )
+    elif len(getattr(model, 'stages', ())) > 1:
+        how = (
+            f'the weights were trained with a loss at iterations {", ".join(map(str, model.stages))} '
+            f'(deep supervision) and are loaded at {loaded}'
+        )
+    else:
+        label = 'trained'
+        how = f'the weights were trained and are loaded at {loaded}'
+    table = '\n'.join(
+        f"| {r['depth']}{f' ({label})' if r['depth'] == loaded else ''} | {r['nfe']:g} | {r['top1']:.2f} ± "
+        f"{half_width_95(r['top1'], metrics['images']):.2f} |"
+        for r in rows
+    )
+    split = md_text(metrics.get('split', 'test'))
+    return (
+        f"\n## Accuracy at other depths\n\nTop-1 (%) of these weights on the same {metrics.get('images')} "
+        f"{split} images at other depths ({what}; {how}). Depth is a run-time setting, but "
+        "accuracy depends on it:\n\n"
+        f'| {what} | field evaluations / image | top-1 (95 % binomial interval) |\n|---|---|---|\n{table}\n'
+    )
+
+
+def with_depths(card: str, model: torch.nn.Module, metrics: Dict[str, Any], train_args: Dict[str, Any]) -> str:
+    """An exported ``card`` with the :func:`depth_section` of ``metrics['grids']`` placed before its citation (the
+    ``train_depth`` of the run's ``--model-kwargs`` in ``train_args``), its usage code pointing to the table."""
+    train_depth = (train_args.get('model_kwargs') or {}).get('train_depth')
+    card = card.replace(MEASURE, 'see "Accuracy at other depths"')
+    section = depth_section(model, metrics, train_depth)
+    at = card.find('\n## Citation')
+    return card + section if at < 0 else card[:at] + section + card[at:]
+
+
+def packaged_usage(card: str) -> str:
+    """An exported ``card`` whose ``--repo-id`` ends in a tag whose weights the wheel carries (``timm_odevit/weights/
+    <tag>``: a release of a registered tag): its usage says so and its code loads the tag, with no network, where the
+    export named ``hf-hub:ORG/TAG`` (which loads only once uploaded). Other cards are returned as they are."""
+    named = re.search(r'the code below names `hf-hub:([^`]+)`', card)
+    repo_id = named.group(1) if named else ''
+    tag = repo_id.split('/')[-1]
+    if not (repo_id and packaged_weights(tag).is_file()):
+        return card
+    exported = (f'The weights load from this folder as `local-dir:PATH`; the code below names `hf-hub:{repo_id}`, '
+                'which loads only once this folder is uploaded there (until then, put `local-dir:PATH` in its place).')
+    if exported not in card:
+        raise ValueError("the exported card's usage paragraph is not the one packaged_usage replaces: update it")
+    packaged = (f'The wheel carries these weights: `{tag}` loads them with no network; this folder also loads as '
+                f'`local-dir:PATH`, and `hf-hub:{repo_id}` once this folder is uploaded there.')
+    return card.replace(exported, packaged).replace(f"'hf-hub:{repo_id}'", f"'{tag}'")
+
+
 def with_extras(card: str, model: torch.nn.Module, train_args: Dict[str, Any], train_time: Dict[str, Any],
                 split: str = 'test', curve: bool = False, log: bool = False) -> str:
     """An exported ``card`` with the GMACs row, the training hardware and wall time rows, the recipe line and, with
-    ``curve``, the learning-curve section (linking summary.csv with ``log``) placed before its citation."""
-    rows = card.split('\n')
+    ``curve``, the learning-curve section (linking summary.csv with ``log``) placed before its citation; a packaged
+    release's usage (:func:`packaged_usage`)."""
+    rows = packaged_usage(card).split('\n')
     at = next(i for i, row in enumerate(rows) if row.startswith('| parameters |')) + 1
     rows.insert(at, f'| GMACs | {gmacs(model):.3f} |')
     if train_time:

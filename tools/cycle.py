@@ -44,7 +44,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from timm_odevit._checks import read_json
 
 from .atomic import recover, swap_folder, write_atomic
-from .card_extras import extend_card, with_extras
+from .card_extras import extend_card, with_depths, with_extras
 
 RECORD = 'record.json'
 HISTORY = 'HISTORY.md'
@@ -572,7 +572,8 @@ def held_out_at_depths(release_dir, best: Dict[str, Any], held: Dict[str, Any], 
     """Held-out top-1 (%) at each depth of ``grids`` of the release's weights and of the cycle's best epoch, on the
     run's own validation split (:func:`held_out`): {'before', 'after': {depth: top1}, 'images', 'split'}."""
     import timm
-    from timm_odevit.hub import evaluate_grids, model_from_checkpoint
+    from timm_odevit.checkpoint import model_from_checkpoint
+    from timm_odevit.evaluation import evaluate_grids
     release = timm.create_model(f'local-dir:{pathlib.Path(release_dir).resolve()}', pretrained=True)
     candidate, _ = model_from_checkpoint(best['checkpoint'], use_ema=best['weights'] == 'ema')
     out = {'images': held['images'], 'split': f"{held['data_dir']}/{held['split']}"}
@@ -589,15 +590,19 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
                   select_grids: Optional[Sequence[int]] = None, log=None) -> Dict[str, Any]:
     """Decide on a finished cycle and, when its held-out top-1 beats the release's beyond the noise, release it
     (see the module docstring). ``package_dir``: the package's copy of the weights and their config.json
-    (``timm_odevit/weights/<tag>``), updated with the release. ``grids``: the depths whose test top-1 the card and the record give (default: hub.DEFAULT_GRIDS;
-    ``()`` for none). ``select_grids``: decide on the mean held-out top-1 over these depths instead (the module
+    (``timm_odevit/weights/<tag>``), updated with the release. ``grids``: the depths whose test top-1 the card and
+    the record give (measured on the exported folder, drawn by card_extras.with_depths; default:
+    evaluation.DEFAULT_GRIDS; ``()`` for none). ``select_grids``: decide on the mean held-out top-1 over these depths instead (the module
     docstring). ``log``: the JSON list a refused decision is appended to (default: :func:`refused_log`; not
     on a dry run). Returns the decision (and the test metrics when released)."""
+    from timm_odevit.evaluation import DEFAULT_GRIDS, check_grids
     release_dir = pathlib.Path(release_dir)
     package_dir = None if package_dir is None else pathlib.Path(package_dir)
     recover(release_dir, package_dir)
     if not command or not command.strip():
         raise ValueError('command: the exact command line the cycle ran, for the record')
+    grids = DEFAULT_GRIDS if grids is None else grids
+    grids = check_grids(grids) if len(grids) else []  # () for none; checked before anything is measured
     record = read_record(release_dir)
     run = read_run(run_dir)
     check_start(run, release_dir)
@@ -651,11 +656,17 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     staging.mkdir()  # with the umask's permissions (tempfile's folders are private)
     try:  # the new folder is built whole in staging, then swapped in: an interruption leaves the old or the new one
         import timm
-        from timm_odevit.hub import DEFAULT_GRIDS, export
+        from timm_odevit.evaluation import evaluate_grids
+        from timm_odevit.hub import export
         folder = staging / release_dir.name
         metrics = export(best['checkpoint'], str(folder), use_ema=best['weights'] == 'ema', eval_dir=eval_dir,
                          eval_split=eval_split, repo_id=repo_id or _registered_repo_id(release_dir.name),
-                         train_command=command, grids=DEFAULT_GRIDS if grids is None else (list(grids) or None))
+                         train_command=command)
+        card = folder / 'README.md'
+        model = timm.create_model(f'local-dir:{folder}', pretrained=True)
+        if grids:  # top-1 at other depths on the same test images, for the card and the record
+            metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids)
+            write_atomic(card, with_depths(card.read_text(), model, metrics, run['args']))
         old_rows = read_rows(release_dir / SUMMARY) if (release_dir / SUMMARY).is_file() else []
         rows = merged_summary(old_rows, run['rows'], cycle, first_cycle=record['cycles'][0]['cycle'])
         write_atomic(folder / SUMMARY, rows_text(rows))
@@ -679,8 +690,6 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
         curve = importlib.util.find_spec('matplotlib') is not None
         if curve:  # the curve across cycles
             plot_cycles(rows, record, folder / CURVE, f'{release_dir.name}: validation top-1 across training cycles')
-        card = folder / 'README.md'
-        model = timm.create_model(f'local-dir:{folder}', pretrained=True)
         text = with_extras(card.read_text(), model, run['args'], run['train_time'], eval_split, curve, log=True)
         write_atomic(card, with_section(text, card_section(record, cycle0_curve=keep_cycle0)))
         write_record(folder, record)

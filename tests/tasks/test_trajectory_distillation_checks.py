@@ -13,7 +13,7 @@ from timm.models.vision_transformer import Attention
 from timm.utils import AttentionExtract
 
 import timm_odevit  # noqa: F401
-from timm_odevit.analysis import field_attention
+from timm_odevit.analysis import depth_stack
 from timm_odevit.tasks import TrajectoryDistillationTask, attention_mass_l1, cls_attention_mass
 
 SMALL = dict(pretrained=False, img_size=32, patch_size=8, depth=2, embed_dim=64, num_heads=2, num_classes=10)
@@ -164,7 +164,7 @@ def test_attention_mass_reads_the_teachers_real_attention(kind):
         probs = AttentionExtract(ref, method='fx')(task.teacher.prepare(x, task.student_mean, task.student_std))
     probs = probs['blocks.1.attn.softmax']
     raw = task.trainable_module(x)[2]
-    s_mass = cls_attention_mass(field_attention(student, raw[-1]), student.num_prefix_tokens)
+    s_mass = cls_attention_mass(depth_stack(student).field.attention_probs(raw[-1]), student.num_prefix_tokens)
     expected = attention_mass_l1(s_mass, cls_attention_mass(probs, teacher.num_prefix_tokens))
     torch.testing.assert_close(out['attn_mass_loss'], expected, rtol=1e-4, atol=1e-6)
     out['loss'].backward()

@@ -25,6 +25,7 @@ import timm_odevit  # noqa: F401
 from timm_odevit import hub
 from timm_odevit.models._common import CIFAR10_LABELS
 from timm_odevit.data import image_folder
+from timm_odevit.evaluation import evaluate_grids
 from tools import atomic, cycle
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -454,6 +455,9 @@ def test_an_improved_cycle_replaces_the_release_and_extends_its_record(release, 
     card = (release / 'README.md').read_text()
     assert card.count('## Training cycles') == 1 and card.index('## Training cycles') < card.index('## Citation')
     assert COMMAND in card and 'first.yaml' in card and 'Total training time: 1.0 h' in card
+    assert f'The wheel carries these weights: `{TAG}`' in card and f"create_model('{TAG}'" in card  # packaged_usage
+    assert card.index('## Accuracy at other depths') < card.index('## Training cycles')  # card_extras.with_depths
+    assert 'see "Accuracy at other depths"' in card and 'measure first' not in card
     assert cycle.card_top1(release) == pytest.approx(out['test_top1'], abs=0.005)
     predictions = json.loads((release / cycle.PREDICTIONS).read_text())  # what the card's top-1 follows from
     labels = [t for _, t in image_folder(data, 'test')[1]]
@@ -745,6 +749,6 @@ def test_anytime_measurement_is_both_models_on_the_runs_validation_split(release
     measured = cycle.held_out_at_depths(release, cycle.best_epoch(run), cycle.held_out(run), [1, 3])
     released = timm.create_model(f'local-dir:{release}', pretrained=True)
     for key, model in (('before', released), ('after', _model(2))):
-        expected = {str(r['depth']): round(r['top1'], 4) for r in hub.evaluate_grids(model, str(data), 'val', [1, 3])}
+        expected = {str(r['depth']): round(r['top1'], 4) for r in evaluate_grids(model, str(data), 'val', [1, 3])}
         assert measured[key] == expected, key
     assert measured['images'] == 20
