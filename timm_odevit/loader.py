@@ -5,7 +5,7 @@ timm's scripts read them for the model (RGB, or L for one channel); an unreadabl
 the file, where timm's dataset logs it and silently serves the next image instead.
 """
 import pathlib
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
 import torch
 
@@ -92,21 +92,15 @@ def eval_transform(data_config: Dict[str, Any]):
         'RGB' if channels == 3 else 'L'
 
 
-def eval_loader(models: Sequence[torch.nn.Module], data_dir, split: str, batch_size: int = 250,
+def eval_loader(model: torch.nn.Module, data_dir, split: str, batch_size: int = 250,
                 workers: int = 2) -> Tuple[List[str], torch.utils.data.DataLoader]:
-    """(classes, batches of (images, targets)) of ``data_dir/split`` with the models' shared eval preprocessing;
-    the classes are checked against every model."""
+    """(classes, batches of (images, targets)) of ``data_dir/split`` with the model's eval preprocessing; the classes
+    are checked against the model's."""
     from timm.data import resolve_data_config
     check_int('batch_size', batch_size)
-    configs = [resolve_data_config(model=m) for m in models]
-    if any(c != configs[0] for c in configs):
-        raise ValueError(
-            f'the models preprocess differently ({configs}): evaluate them one at a time'
-        )
     classes, samples = image_folder(data_dir, split)
-    for m in models:
-        check_classes(m, classes, str(pathlib.Path(data_dir) / split))
-    transform, mode = eval_transform(configs[0])
+    check_classes(model, classes, str(pathlib.Path(data_dir) / split))
+    transform, mode = eval_transform(resolve_data_config(model=model))
     images = CheckedImages(samples, transform, mode)
     return classes, torch.utils.data.DataLoader(
         images, batch_size=int(batch_size), num_workers=workers
