@@ -154,17 +154,14 @@ def depth_mismatch(model: torch.nn.Module, checkpoint_path) -> str:
     """'' or a warning: the ``config.json`` beside a weights file (a release or export folder) integrates them on
     another grid (method, steps, end time) than ``model``'s. Depth settings are model kwargs, not weights: loaded by
     path, the weights run the model's grid (``local-dir:`` / ``pretrained=True`` read the saved kwargs)."""
-    from .layers import ContinuousDepthStack
     folder = pathlib.Path(checkpoint_path).parent
-    if not isinstance(getattr(model, 'blocks', None), ContinuousDepthStack):
-        return ''
-    try:  # no config.json beside the weights: read_config's ValueError
+    try:  # a model without a solver, no config.json beside the weights (read_config's ValueError)
+        ours = model.blocks.solver
         if read_config(folder)['architecture'] != model.pretrained_cfg.get('architecture'):
             return ''
         saved = timm.create_model(f'local-dir:{folder}', device='meta').blocks.solver
     except Exception:  # not a config this model can be compared with: nothing to warn about
         return ''
-    ours = model.blocks.solver
     if (saved.method, saved.steps, round(saved.t_end, 9)) == (ours.method, ours.steps, round(ours.t_end, 9)):
         return ''
     return (

@@ -78,7 +78,7 @@ def measure(model: nn.Module, loader: Iterable, device=None, solvers: Sequence =
     if not images:
         raise ValueError('the loader yielded no images')
     return [
-        {'top1': 100. * top1 / images, 'top5': 100. * top5 / images, 'nfe': nfe / images, 'images': images,
+        {'top1': 100. * top1 / images, 'top5': 100. * top5 / images, 'images': images, 'nfe': nfe / images,
          'seconds': seconds}
         for top1, top5, nfe, seconds in totals.tolist()
     ]
@@ -99,15 +99,8 @@ def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_s
         total=len(loader),
     )
     row = measure(model.to(device), shown, device)[0]
-    return {
-        'top1': row['top1'],
-        'top5': row['top5'],
-        'images': row['images'],
-        'nfe': round(row['nfe'], 2),
-        'split': split,
-        'classes': classes,
-        'data_dir': str(data_dir),
-    }
+    del row['seconds']
+    return dict(row, nfe=round(row['nfe'], 2), split=split, classes=classes, data_dir=str(data_dir))
 
 
 def check_grids(grids) -> List[int]:
@@ -238,13 +231,10 @@ def accuracy_at_budgets(
     specs = [_grid_changes(original, g) for g in grids]
     if not specs:
         raise ValueError(f'grids must be a non-empty list of grids, got {grids!r}')
-    solvers = []
-    for label, changes in specs:  # validate every grid before measuring anything
-        try:
-            solvers.append(original.replace(**changes))
-        except (TypeError, ValueError) as e:
-            raise ValueError(f'bad grid {changes}: {e}') from None
-        if (solvers[-1].method == 'recurrence') != (original.method == 'recurrence'):
+    # every grid validated (SolverConfig's errors) before anything is measured
+    solvers = [original.replace(**changes) for _, changes in specs]
+    for (label, _), solver in zip(specs, solvers):
+        if solver.unit != original.unit:
             raise ValueError(_regime_error(label, original))
     rows = measure(model, loader, device, solvers)
     return [{'grid': label, 'changes': changes, **row} for (label, changes), row in zip(specs, rows)]

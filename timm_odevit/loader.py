@@ -9,10 +9,9 @@ from typing import Any, Dict, Iterable, List, Tuple
 
 import torch
 
-from ._checks import check_int, is_real
+from ._checks import is_real
 from .data import image_folder, open_rgb
 
-DATA_KEYS = ('input_size', 'interpolation', 'mean', 'std', 'crop_pct', 'crop_mode')
 # what timm's eval transform takes
 INTERPOLATIONS = ('nearest', 'bilinear', 'bicubic', 'box', 'hamming', 'lanczos')
 CROP_MODES = ('center', 'squash', 'border')  # timm's; another is silently taken as 'center'
@@ -88,8 +87,7 @@ def eval_transform(data_config: Dict[str, Any]):
             f'pretrained_cfg crop_pct {crop!r} (in (0, 1]), crop_mode {mode!r} ({", ".join(CROP_MODES)}) '
             f'or interpolation {interpolation!r} ({", ".join(INTERPOLATIONS)}) is not one timm applies'
         )
-    return create_transform(**{k: data_config[k] for k in DATA_KEYS if k in data_config}), \
-        'RGB' if channels == 3 else 'L'
+    return create_transform(**data_config), 'RGB' if channels == 3 else 'L'
 
 
 def eval_loader(model: torch.nn.Module, data_dir, split: str, batch_size: int = 250,
@@ -97,13 +95,12 @@ def eval_loader(model: torch.nn.Module, data_dir, split: str, batch_size: int = 
     """(classes, batches of (images, targets)) of ``data_dir/split`` with the model's eval preprocessing; the classes
     are checked against the model's."""
     from timm.data import resolve_data_config
-    check_int('batch_size', batch_size)
     classes, samples = image_folder(data_dir, split)
     check_classes(model, classes, str(pathlib.Path(data_dir) / split))
     transform, mode = eval_transform(resolve_data_config(model=model))
     images = CheckedImages(samples, transform, mode)
     return classes, torch.utils.data.DataLoader(
-        images, batch_size=int(batch_size), num_workers=workers
+        images, batch_size=batch_size, num_workers=workers
     )
 
 
