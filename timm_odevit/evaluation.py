@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
-from ._checks import is_int
+from ._checks import check_int, is_int
 from .layers.depth_stack import depth_stack
 from .layers.solver import SolverConfig
 from .loader import batches, eval_loader
@@ -44,17 +44,20 @@ def checked_batches(loader: Iterable, device) -> Iterable[Tuple[torch.Tensor, to
 
 
 @torch.no_grad()
-def measure(model: nn.Module, loader: Iterable, device=None, solvers: Sequence = (None,)) -> List[Dict[str, float]]:
-    """Top-1 and top-5 (%), mean field evaluations per image, images and forward seconds of ``model`` on the batches
+def measure(model: nn.Module, loader: Iterable, device=None, solvers: Sequence = (None,),
+            points: Optional[Sequence[int]] = None) -> List[Dict[str, float]]:
+    """Top-1 and top-5 (%), images, mean field evaluations per image and forward seconds of ``model`` on the batches
     of (images, class targets) that ``loader`` yields, once per solver of ``solvers`` (None: the model's own) on
     every batch: in eval mode without gradients, the model's solver and module modes restored afterwards, also on
-    error. ``device``: where the batches go (default: the model's device)."""
+    error. ``points``: instead of the model's output, the logits at these 1-based time points of its trajectory
+    (``forward_stages``), a row each. ``device``: where the batches go (default: the model's device). Returns the
+    rows of each solver in turn."""
     device = torch.device(device or next(model.parameters()).device)
     sync = torch.cuda.synchronize if device.type == 'cuda' else (lambda: None)
     stack = getattr(model, 'blocks', None)
     original = getattr(stack, 'solver', None)
-    # per solver: top-1 and top-5 hits, field evaluations x images, seconds
-    totals = torch.zeros(len(solvers), 4, dtype=torch.float64)
+    # per solver and read-out: top-1 and top-5 hits, field evaluations x images, seconds
+    totals = torch.zeros(len(solvers), len(points) if points else 1, 4, dtype=torch.float64)
     images = 0
     with eval_mode(model):
         try:
@@ -64,13 +67,14 @@ def measure(model: nn.Module, loader: Iterable, device=None, solvers: Sequence =
                         stack.solver = solver
                     sync()
                     start = time.perf_counter()
-                    logits = model(x)
+                    outputs = model.forward_stages(x, stages=points) if points else [model(x)]
                     sync()
                     seconds = time.perf_counter() - start
-                    hits = logits.topk(min(5, logits.shape[-1]), dim=-1).indices == y[:, None]
                     # an adaptive solver's NFE varies by batch; a discrete model has none
                     nfe = getattr(stack, 'nfe', 0)
-                    total += torch.tensor([hits[:, 0].sum(), hits.any(-1).sum(), nfe * len(y), seconds])
+                    for logits, read_out in zip(outputs, total):
+                        hits = logits.topk(min(5, logits.shape[-1]), dim=-1).indices == y[:, None]
+                        read_out += torch.tensor([hits[:, 0].sum(), hits.any(-1).sum(), nfe * len(y), seconds])
                 images += len(y)
         finally:
             if original is not None:
@@ -80,7 +84,7 @@ def measure(model: nn.Module, loader: Iterable, device=None, solvers: Sequence =
     return [
         {'top1': 100. * top1 / images, 'top5': 100. * top5 / images, 'images': images, 'nfe': nfe / images,
          'seconds': seconds}
-        for top1, top5, nfe, seconds in totals.tolist()
+        for top1, top5, nfe, seconds in totals.flatten(0, 1).tolist()
     ]
 
 
@@ -135,7 +139,6 @@ def evaluate_grids(
     ]
 
 
-@torch.no_grad()
 def accuracy_vs_iterations(
     model: torch.nn.Module,
     loader: Iterable[Tuple[torch.Tensor, torch.Tensor]],
@@ -144,34 +147,18 @@ def accuracy_vs_iterations(
 ) -> List[Dict[str, float]]:
     """Top-1 accuracy (%) at every time point up to ``iterations`` ("beyond the training horizon").
 
-    Runs the model once per batch to the horizon ``iterations`` (``model.set_iterations``; the
-    trained horizon is restored afterwards) and classifies every intermediate state with the
+    Runs the model once per batch to the horizon ``iterations`` (as ``model.set_iterations`` sets it: the same step
+    length; the trained horizon is restored afterwards) and classifies every intermediate state with the
     final head (stage heads at their own stages). For a recurrent bViT, point k is iteration k;
     in the ODE regime point k is time k·h. ``device``: where the batches go (default: the model's device).
 
     Returns: [{'point': k, 'time': t_k, 'top1': acc}, ...] for k = 1..points.
     """
-    trained = model.iterations
-    device = device or next(model.parameters()).device
-    correct = 0
-    images = 0
-    with eval_mode(model):  # the modes come back after the trained horizon (its interval modules)
-        try:
-            model.set_iterations(iterations)
-            points = model.num_time_points
-            for x, y in checked_batches(loader, device):
-                logits = torch.stack(model.forward_stages(x, stages=range(1, points + 1)))
-                correct += (logits.argmax(-1) == y).sum(-1).cpu()
-                images += len(y)
-        finally:
-            model.set_iterations(trained)
-    if not images:
-        raise ValueError('the loader yielded no images')
-    step = iterations / points
-    return [
-        {'point': k + 1, 'time': (k + 1) * step, 'top1': 100.0 * correct[k].item() / images}
-        for k in range(points)
-    ]
+    solver = model.blocks.solver.replace(t_end=float(check_int('iterations', iterations)))
+    rows = measure(model, loader, device, [solver], points=range(1, solver.steps + 1))
+    return [{'point': k, 'time': k * solver.h, 'top1': row['top1']} for k, row in enumerate(rows, 1)]
+
+
 GridSpec = Union[int, Tuple[str, int], Dict[str, object]]
 
 
