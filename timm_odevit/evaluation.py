@@ -1,7 +1,6 @@
 """Evaluation: top-1 / top-5 on an ImageFolder split with a model's own preprocessing, at other depths (grids
 of the model's solver, within a budget of field evaluations) and beyond the training horizon."""
 import contextlib
-import sys
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -99,7 +98,6 @@ def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_s
         desc=f'evaluating {split}',
         unit='batch',
         disable=not progress,
-        file=sys.stderr,
         total=len(loader),
     )
     row = measure(model.to(device), shown, device)[0]
@@ -110,8 +108,7 @@ def evaluate(model: torch.nn.Module, data_dir: str, split: str = 'test', batch_s
 def check_grids(grids) -> List[int]:
     """``grids`` as a list of ints; ValueError unless it is a non-empty sequence of positive integer depths
     (NumPy integers included)."""
-    if isinstance(grids, (str, bytes)) or not hasattr(grids, '__len__') or not len(grids) \
-            or not all(is_int(g) and g >= 1 for g in grids):
+    if not len(grids) or not all(is_int(g) and g >= 1 for g in grids):  # a string fails too
         raise ValueError(
             f'grids must be positive integers (Euler steps / iterations), got {grids!r}'
         )
@@ -159,15 +156,12 @@ def accuracy_vs_iterations(
     return [{'point': k, 'time': k * solver.h, 'top1': row['top1']} for k, row in enumerate(rows, 1)]
 
 
-GridSpec = Union[int, Tuple[str, int], Dict[str, object]]
-
-
-def _grid_changes(solver: SolverConfig, grid: GridSpec) -> Tuple[str, Dict[str, object]]:
+def _grid_changes(solver: SolverConfig, grid) -> Tuple[str, Dict[str, object]]:
     """A grid spec -> (label, changes): an int = steps of the current method (iterations of a recurrence),
     ``(method, steps)``, or a dict of ``set_solver`` settings."""
     if is_int(grid):
         return f'{solver.method} {grid}', {'steps': int(grid)}
-    if isinstance(grid, tuple) and len(grid) == 2 and isinstance(grid[0], str):
+    if isinstance(grid, tuple):
         method, steps = grid
         return f'{method} {steps}', {'method': method, 'steps': steps}
     if isinstance(grid, dict) and grid:
@@ -192,11 +186,10 @@ def _regime_error(label: str, solver) -> str:
     )
 
 
-
 def accuracy_at_budgets(
     model: nn.Module,
     loader: Iterable,
-    grids: Sequence[GridSpec] = DEFAULT_GRIDS,
+    grids: Sequence = DEFAULT_GRIDS,
     device: Optional[Union[str, torch.device]] = None,
 ) -> List[Dict[str, object]]:
     """Top-1 of ``model`` at each grid, **measured on the data ``loader`` yields** (batches of images and
