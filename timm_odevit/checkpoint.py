@@ -90,18 +90,16 @@ def check_state_dict(model: torch.nn.Module, state: Dict[str, Any], source: str 
             f'{source} holds integer tensors for floating-point parameters ({integer[:4]}): it is corrupted or not '
             'weights of this model'
         )
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
-    shapes = [f'{k}: {tuple(state[k].shape)} vs model {tuple(own[k].shape)}' for k in common
-              if state[k].shape != own[k].shape]
-    problems = [
-        f'{len(missing)} missing keys {missing[:4]}' if missing else '',
-        f'{len(unexpected)} unexpected keys {unexpected[:4]}' if unexpected else '',
-        f'shape mismatches {shapes[:4]}' if shapes else '',
-    ]
-    if any(problems):
+    problems = {
+        'missing keys': sorted(set(own) - set(state)),
+        'unexpected keys': sorted(set(state) - set(own)),
+        'shape mismatches': [f'{k}: {tuple(state[k].shape)} vs model {tuple(own[k].shape)}' for k in common
+                             if state[k].shape != own[k].shape],
+    }
+    if any(problems.values()):
         raise ValueError(
-            f'{source} does not match {type(model).__name__} ({"; ".join(p for p in problems if p)}): build the '
+            f'{source} does not match {type(model).__name__} '
+            f'({"; ".join(f"{len(keys)} {what} {keys[:4]}" for what, keys in problems.items() if keys)}): build the '
             'model the weights were saved from'
         )
 

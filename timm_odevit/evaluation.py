@@ -29,24 +29,11 @@ def eval_mode(model: torch.nn.Module):
             m.training = modes.get(name, modes[''])
 
 
-def checked_batches(loader: Iterable, device) -> Iterable[Tuple[torch.Tensor, torch.Tensor]]:
-    """(images, targets) of each non-empty batch of ``loader`` on ``device``; ValueError unless the targets are
-    class indices (B,), one per image."""
-    for images, targets, *_ in loader:
-        if targets.ndim != 1 or targets.is_floating_point() or len(targets) != len(images):
-            raise ValueError(
-                f'targets must be class indices (B,), got {targets.dtype} {tuple(targets.shape)} for '
-                f'{len(images)} images: pass hard labels'
-            )
-        if len(images):
-            yield images.to(device), targets.to(device)
-
-
 @torch.no_grad()
 def measure(model: nn.Module, loader: Iterable, device=None, solvers: Sequence = (None,),
             points: Optional[Sequence[int]] = None) -> List[Dict[str, float]]:
     """Top-1 and top-5 (%), images, mean field evaluations per image and forward seconds of ``model`` on the batches
-    of (images, class targets) that ``loader`` yields, once per solver of ``solvers`` (None: the model's own) on
+    of (images, class indices (B,)) that ``loader`` yields, once per solver of ``solvers`` (None: the model's own) on
     every batch: in eval mode without gradients, the model's solver and module modes restored afterwards, also on
     error. ``points``: instead of the model's output, the logits at these 1-based time points of its trajectory
     (``forward_stages``), a row each. ``device``: where the batches go (default: the model's device). Returns the
@@ -60,7 +47,16 @@ def measure(model: nn.Module, loader: Iterable, device=None, solvers: Sequence =
     images = 0
     with eval_mode(model):
         try:
-            for x, y in checked_batches(loader, device):
+            for x, y, *_ in loader:
+                if y.ndim != 1 or y.is_floating_point() or len(y) != len(x):
+                    raise ValueError(
+                        f'targets must be class indices (B,), got {y.dtype} {tuple(y.shape)} for {len(x)} images: '
+                        'pass hard labels'
+                    )
+                if not len(y):
+                    continue
+                x = x.to(device)
+                y = y.to(device)
                 for solver, total in zip(solvers, totals):
                     if solver is not None:
                         stack.solver = solver
@@ -171,21 +167,6 @@ def _grid_changes(solver: SolverConfig, grid) -> Tuple[str, Dict[str, object]]:
     )
 
 
-def _regime_error(label: str, solver) -> str:
-    """Why grid ``label`` is not a budget of a model integrated by ``solver``: it switches between the recurrence and
-    an ODE method, another model of the same block rather than the same model at another cost."""
-    if solver.method == 'recurrence':
-        return (
-            f"grid {label!r}: the model iterates its block as a recurrence, which no ODE method approximates, so "
-            "another method is another model, not a budget of this one: give iterations (ints, or ('recurrence', "
-            "n)); to measure the block as an ODE, set_solver(method=...) first"
-        )
-    return (
-        f"grid {label!r}: the model integrates an ODE ({solver.method}), and the recurrence is a model of its own, "
-        "not a grid of this ODE: give steps of an ODE method"
-    )
-
-
 def accuracy_at_budgets(
     model: nn.Module,
     loader: Iterable,
@@ -214,8 +195,16 @@ def accuracy_at_budgets(
     # every grid validated (SolverConfig's errors) before anything is measured
     solvers = [original.replace(**changes) for _, changes in specs]
     for (label, _), solver in zip(specs, solvers):
+        # a switch between the recurrence and an ODE method: another model of the same block, not a budget of this one
         if solver.unit != original.unit:
-            raise ValueError(_regime_error(label, original))
+            raise ValueError(
+                f"grid {label!r}: the model iterates its block as a recurrence, which no ODE method approximates, so "
+                "another method is another model, not a budget of this one: give iterations (ints, or ('recurrence', "
+                "n)); to measure the block as an ODE, set_solver(method=...) first"
+                if original.unit == 'iteration' else
+                f"grid {label!r}: the model integrates an ODE ({original.method}), and the recurrence is a model of its "
+                "own, not a grid of this ODE: give steps of an ODE method"
+            )
     rows = measure(model, loader, device, solvers)
     return [{'grid': label, 'changes': changes, **row} for (label, changes), row in zip(specs, rows)]
 
