@@ -53,7 +53,7 @@ def read_json(path) -> dict:
     hand-edited into something else."""
     try:
         value = json.loads(pathlib.Path(path).read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ValueError(
             f'cannot read {path} ({type(e).__name__}: {e}): restore or regenerate the file'
         ) from e

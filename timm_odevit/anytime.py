@@ -103,11 +103,9 @@ class _Combined(ExitRule):
         self.op = op
 
     def __call__(self, readout: Readout) -> torch.Tensor:
-        return (
-            self.a(readout) | self.b(readout)
-            if self.op == '|'
-            else self.a(readout) & self.b(readout)
-        )
+        a = self.a(readout)
+        b = self.b(readout)
+        return a | b if self.op == '|' else a & b
 
     def __repr__(self) -> str:
         return f'({self.a!r} {self.op} {self.b!r})'

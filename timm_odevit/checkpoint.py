@@ -213,8 +213,6 @@ def verify_folder(folder) -> None:
         with torch.no_grad():
             model(transform(Image.new(mode, (width, height))).unsqueeze(0))
     except Exception as e:
-        if isinstance(e, ValueError) and str(folder) in str(e):
-            raise
         raise ValueError(
             f'{folder} does not load ({type(e).__name__}: {e}): fix config.json or export it again'
         ) from e

@@ -25,14 +25,13 @@ def short(items, n: int = 4) -> str:
 def check_classes(model: torch.nn.Module, classes: List[str], where: str) -> None:
     """ValueError unless the ImageFolder ``classes`` are the model's: as many as its head has outputs, and its
     ``label_names`` (when its pretrained cfg has them) in the same order."""
-    num_classes = getattr(model, 'num_classes', None)
-    if num_classes != len(classes):
+    if model.num_classes != len(classes):
         raise ValueError(
             f'{where} has {len(classes)} classes ({short(classes)}) but the model classifies '
-            f'{num_classes}: evaluate it on the dataset it was trained for'
+            f'{model.num_classes}: evaluate it on the dataset it was trained for'
         )
     names = (getattr(model, 'pretrained_cfg', None) or {}).get('label_names')
-    if names and list(names) != list(classes):
+    if names and list(names) != classes:
         raise ValueError(
             f'{where} classes {short(classes)} are not the model\'s label_names {short(names)}'
         )
