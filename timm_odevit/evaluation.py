@@ -69,7 +69,9 @@ def measure(model: nn.Module, loader: Iterable, device=None, solvers: Sequence =
                     nfe = getattr(stack, 'nfe', 0)
                     for logits, read_out in zip(outputs, total):
                         hits = logits.topk(min(5, logits.shape[-1]), dim=-1).indices == y[:, None]
-                        read_out += torch.tensor([hits[:, 0].sum(), hits.any(-1).sum(), nfe * len(y), seconds])
+                        read_out += torch.tensor(
+                            [hits[:, 0].sum().item(), hits.any(-1).sum().item(), nfe * len(y), seconds]
+                        )
                 images += len(y)
         finally:
             if original is not None:
@@ -202,8 +204,8 @@ def accuracy_at_budgets(
                 "another method is another model, not a budget of this one: give iterations (ints, or ('recurrence', "
                 "n)); to measure the block as an ODE, set_solver(method=...) first"
                 if original.unit == 'iteration' else
-                f"grid {label!r}: the model integrates an ODE ({original.method}), and the recurrence is a model of its "
-                "own, not a grid of this ODE: give steps of an ODE method"
+                f"grid {label!r}: the model integrates an ODE ({original.method}), and the recurrence is a model of "
+                "its own, not a grid of this ODE: give steps of an ODE method"
             )
     rows = measure(model, loader, device, solvers)
     return [{'grid': label, 'changes': changes, **row} for (label, changes), row in zip(specs, rows)]
