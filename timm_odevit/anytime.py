@@ -152,7 +152,7 @@ def early_exit(
     rule = _check_rule(Settled(patience=2) if rule is None else rule)
     if x.ndim != 4 or not len(x):
         raise ValueError(f'x must be a non-empty batch of images (B, C, H, W), got shape {tuple(x.shape)}')
-    if getattr(model, 'num_classes', 1) == 0:
+    if model.num_classes == 0:
         raise ValueError(
             'the model has no classifier head to read (num_classes=0): reset_classifier(n) first'
         )
