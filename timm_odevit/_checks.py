@@ -53,7 +53,7 @@ def read_json(path) -> dict:
     hand-edited into something else."""
     try:
         value = json.loads(pathlib.Path(path).read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise ValueError(
             f'cannot read {path} ({type(e).__name__}: {e}): restore or regenerate the file'
         ) from e
@@ -94,9 +94,9 @@ def read_config(folder) -> dict:
     ``local-dir:`` loader raises a bare JSONDecodeError / KeyError, which the package leaves as it is)."""
     path = pathlib.Path(folder) / 'config.json'
     config = read_json(path)
-    present = {k: config.get(k) for k in CONFIG_TYPES if k in config or k == 'architecture'}
-    wrong = [f'"{k}" must be a JSON {CONFIG_TYPES[k].__name__}' for k, v in present.items()
-             if not isinstance(v, CONFIG_TYPES[k]) or isinstance(v, bool)]
+    # JSON values are of these exact types (a bool is no int); the architecture is required
+    wrong = [f'"{k}" must be a JSON {kind.__name__}' for k, kind in CONFIG_TYPES.items()
+             if (k in config or k == 'architecture') and type(config.get(k)) is not kind]
     if wrong:
         raise ValueError(
             f'{path} is not a valid timm config.json ({"; ".join(wrong)}): fix it or export it again'

@@ -103,11 +103,9 @@ class _Combined(ExitRule):
         self.op = op
 
     def __call__(self, readout: Readout) -> torch.Tensor:
-        return (
-            self.a(readout) | self.b(readout)
-            if self.op == '|'
-            else self.a(readout) & self.b(readout)
-        )
+        a = self.a(readout)
+        b = self.b(readout)
+        return a | b if self.op == '|' else a & b
 
     def __repr__(self) -> str:
         return f'({self.a!r} {self.op} {self.b!r})'
@@ -152,28 +150,24 @@ def early_exit(
     """
     stack = depth_stack(model)
     rule = _check_rule(Settled(patience=2) if rule is None else rule)
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f'x must be an image tensor (B, C, H, W), got {type(x).__name__}')
     if x.ndim != 4 or not len(x):
         raise ValueError(f'x must be a non-empty batch of images (B, C, H, W), got shape {tuple(x.shape)}')
-    if getattr(model, 'num_classes', 1) == 0:
+    if model.num_classes == 0:
         raise ValueError(
             'the model has no classifier head to read (num_classes=0): reset_classifier(n) first'
         )
-    L = len(stack)
-    B = x.shape[0]
-    if max_steps is not None and (not is_int(max_steps) or not 1 <= max_steps <= L):
+    if max_steps is not None and (not is_int(max_steps) or not 1 <= max_steps <= len(stack)):
         raise ValueError(
-            f"max_steps must be an integer in 1..{L} (the model's grid intervals), got {max_steps!r}"
+            f"max_steps must be an integer in 1..{len(stack)} (the model's grid intervals), got {max_steps!r}"
         )
     # a NumPy integer would turn the masks below into floats
-    max_steps = L if max_steps is None else int(max_steps)
+    max_steps = int(max_steps or len(stack))
     with torch.no_grad(), eval_mode(model):
         z = embed_tokens(model, x)                                      # (B, N, D)
         # original index of each running image
-        active = torch.arange(B, device=x.device)
-        nfe, steps, predictions = (x.new_zeros(B, dtype=torch.long) for _ in range(3))
-        logits_out = previous = unchanged = None
+        active = torch.arange(len(x), device=x.device)
+        nfe, steps, unchanged = (torch.zeros_like(active) for _ in range(3))
+        previous = unchanged - 1  # no prediction before the first step
         for i in range(max_steps):
             before = stack.nfe if i > 0 else 0
             z = stack[i](z)
@@ -188,11 +182,10 @@ def early_exit(
                 raise ValueError(
                     f'the head returned shape {tuple(logits.shape)}; early exit needs class logits (B, C)'
                 )
-            if logits_out is None:
-                logits_out = logits.new_empty((B, logits.shape[1]))
+            if i == 0:
+                logits_out = torch.empty_like(logits)
             prediction = logits.argmax(dim=-1)
-            unchanged = torch.zeros_like(prediction) if previous is None else \
-                torch.where(prediction == previous, unchanged + 1, 0)
+            unchanged = torch.where(prediction == previous, unchanged + 1, 0)
             done = rule(
                 Readout(i + 1, logits, logits.float().softmax(dim=-1), prediction, unchanged)
             )
@@ -208,7 +201,6 @@ def early_exit(
             done = done | (i == max_steps - 1)
             finished = active[done]
             logits_out[finished] = logits[done]
-            predictions[finished] = prediction[done]
             steps[finished] = i + 1
             if bool(done.all()):
                 break
@@ -216,4 +208,5 @@ def early_exit(
             active = active[~done]
             previous = prediction[~done]
             unchanged = unchanged[~done]
-    return EarlyExit(predictions, logits_out, nfe, steps)
+    # each image's prediction is the argmax of the logits it stopped with
+    return EarlyExit(logits_out.argmax(dim=-1), logits_out, nfe, steps)

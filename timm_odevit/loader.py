@@ -5,14 +5,13 @@ timm's scripts read them for the model (RGB, or L for one channel); an unreadabl
 the file, where timm's dataset logs it and silently serves the next image instead.
 """
 import pathlib
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
 import torch
 
-from ._checks import check_int, is_real
+from ._checks import is_real
 from .data import image_folder, open_rgb
 
-DATA_KEYS = ('input_size', 'interpolation', 'mean', 'std', 'crop_pct', 'crop_mode')
 # what timm's eval transform takes
 INTERPOLATIONS = ('nearest', 'bilinear', 'bicubic', 'box', 'hamming', 'lanczos')
 CROP_MODES = ('center', 'squash', 'border')  # timm's; another is silently taken as 'center'
@@ -26,14 +25,13 @@ def short(items, n: int = 4) -> str:
 def check_classes(model: torch.nn.Module, classes: List[str], where: str) -> None:
     """ValueError unless the ImageFolder ``classes`` are the model's: as many as its head has outputs, and its
     ``label_names`` (when its pretrained cfg has them) in the same order."""
-    num_classes = getattr(model, 'num_classes', None)
-    if num_classes != len(classes):
+    if model.num_classes != len(classes):
         raise ValueError(
             f'{where} has {len(classes)} classes ({short(classes)}) but the model classifies '
-            f'{num_classes}: evaluate it on the dataset it was trained for'
+            f'{model.num_classes}: evaluate it on the dataset it was trained for'
         )
     names = (getattr(model, 'pretrained_cfg', None) or {}).get('label_names')
-    if names and list(names) != list(classes):
+    if names and list(names) != classes:
         raise ValueError(
             f'{where} classes {short(classes)} are not the model\'s label_names {short(names)}'
         )
@@ -88,28 +86,20 @@ def eval_transform(data_config: Dict[str, Any]):
             f'pretrained_cfg crop_pct {crop!r} (in (0, 1]), crop_mode {mode!r} ({", ".join(CROP_MODES)}) '
             f'or interpolation {interpolation!r} ({", ".join(INTERPOLATIONS)}) is not one timm applies'
         )
-    return create_transform(**{k: data_config[k] for k in DATA_KEYS if k in data_config}), \
-        'RGB' if channels == 3 else 'L'
+    return create_transform(**data_config), 'RGB' if channels == 3 else 'L'
 
 
-def eval_loader(models: Sequence[torch.nn.Module], data_dir, split: str, batch_size: int = 250,
+def eval_loader(model: torch.nn.Module, data_dir, split: str, batch_size: int = 250,
                 workers: int = 2) -> Tuple[List[str], torch.utils.data.DataLoader]:
-    """(classes, batches of (images, targets)) of ``data_dir/split`` with the models' shared eval preprocessing;
-    the classes are checked against every model."""
+    """(classes, batches of (images, targets)) of ``data_dir/split`` with the model's eval preprocessing; the classes
+    are checked against the model's."""
     from timm.data import resolve_data_config
-    check_int('batch_size', batch_size)
-    configs = [resolve_data_config(model=m) for m in models]
-    if any(c != configs[0] for c in configs):
-        raise ValueError(
-            f'the models preprocess differently ({configs}): evaluate them one at a time'
-        )
     classes, samples = image_folder(data_dir, split)
-    for m in models:
-        check_classes(m, classes, str(pathlib.Path(data_dir) / split))
-    transform, mode = eval_transform(configs[0])
+    check_classes(model, classes, str(pathlib.Path(data_dir) / split))
+    transform, mode = eval_transform(resolve_data_config(model=model))
     images = CheckedImages(samples, transform, mode)
     return classes, torch.utils.data.DataLoader(
-        images, batch_size=int(batch_size), num_workers=workers
+        images, batch_size=batch_size, num_workers=workers
     )
 
 

@@ -84,7 +84,7 @@ def test_predictions(folder, eval_dir: str, split: str = 'test', top1: Optional[
     from timm_odevit.loader import batches, eval_loader
     folder = pathlib.Path(folder)
     model = timm.create_model(f'local-dir:{folder.resolve()}', pretrained=True).eval()
-    classes, loader = eval_loader([model], eval_dir, split)
+    classes, loader = eval_loader(model, eval_dir, split)
     predicted, correct = [], 0
     with torch.no_grad():
         for x, y in batches(loader):

@@ -107,7 +107,7 @@ def test_accuracy_vs_iterations_restores_the_horizon(recurrent):
     assert curve[11]['top1'] == 100. * (logits.argmax(-1) == data[0][1]).float().mean().item()
     assert [r['time'] for r in curve] == [float(k) for k in range(1, 49)]  # the recurrence steps by h = 1
     assert recurrent.iterations == 12
-    with pytest.raises(TypeError, match='no iterations'):
+    with pytest.raises(AttributeError, match="no attribute 'forward_stages'"):
         accuracy_vs_iterations(timm.create_model('odevit_tiny_cifar'), data, 4)
 
 
