@@ -43,7 +43,6 @@ class DeepSupervisionTask(ClassificationTask):
         output = self.trainable_module(input)
         if torch.is_tensor(output):  # eval mode: the final logits only
             return {'loss': self.criterion(output, target), 'output': output}
-        stage_logits = output
         weights = unwrap_model(self.trainable_module).stage_weights
-        loss = deep_supervision_loss(stage_logits, target, self.criterion, weights)
-        return {'loss': loss, 'output': stage_logits[-1]}
+        loss = deep_supervision_loss(output, target, self.criterion, weights)  # one logits tensor per stage
+        return {'loss': loss, 'output': output[-1]}

@@ -177,14 +177,13 @@ class TrajectoryDistillationTask(TrainingTask):
                 f'(global_pool={getattr(teacher, "global_pool", None)!r}) with the student\'s {aligned}'
             )
 
-    @torch.no_grad()
     def calibrate(self, x: torch.Tensor) -> None:
-        """Measure the teacher's step distances on ``x`` and align its blocks with the student's time points."""
+        """Measure the teacher's step distances on ``x`` (its states carry no gradient) and align its blocks with
+        the student's time points."""
         trainable = unwrap_model(self.trainable_module)
         if self.mapping != 'uniform':
-            P = self.teacher.model.num_prefix_tokens
             states = self.teacher.states(x, self.student_mean, self.student_std)
-            pooled = [self.teacher.pooled(h, P) for h in states]
+            pooled = [self.teacher.pooled(h, self.teacher.model.num_prefix_tokens) for h in states]
             distances = torch.tensor(
                 teacher_step_distances(pooled),
                 device=x.device,
