@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from timm.task import ClassificationTask
+from timm.utils import unwrap_model
 
 from timm_odevit.layers.depth_stack import depth_stack
 
@@ -78,7 +79,7 @@ def _worker(rank, world, case, port):
             assert torch.equal(gathered[0], gathered[1]), f'ranks drew different depths: {gathered}'
             assert len(set(depths)) > 1, depths
         if case == 'trajectory':
-            idx = torch.tensor(task.student_indices)
+            idx = torch.tensor(unwrap_model(module).indices)
             gathered = [torch.zeros_like(idx) for _ in range(world)]
             dist.all_gather(gathered, idx)
             assert torch.equal(gathered[0], gathered[1]), 'ranks calibrated different time points'

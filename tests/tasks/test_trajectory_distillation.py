@@ -48,7 +48,7 @@ def test_kd_loss_is_the_mse_of_mapped_cls_states(real_batch):
     teacher = _teacher()
     student = timm.create_model('odevit_tiny_cifar', steps=8)
     task = TrajectoryDistillationTask(student, teacher, criterion=torch.nn.CrossEntropyLoss())
-    assert task.student_indices == [1, 3, 5, 7]
+    assert task.trainable_module.indices == [1, 3, 5, 7]
     out = task(x, y)
     # recompute by hand: teacher at its own 224 px input and normalisation, student states at t_2, t_4, …
     x_t = F.interpolate(x * task.student_std + task.student_mean, size=(224, 224), mode='bicubic', align_corners=False)
@@ -84,13 +84,14 @@ def test_a_few_steps_lower_the_loss(real_batch):
 
 def test_checkpoint_state_roundtrip_and_student_only_export():
     student = timm.create_model('odevit_tiny_cifar', steps=6)
-    task = TrajectoryDistillationTask(student, _teacher(), mapping='softmax', calibration_batch=torch.randn(2, 3, 32, 32))
+    task = TrajectoryDistillationTask(student, _teacher(), mapping='softmax')
+    task.calibrate(torch.randn(2, 3, 32, 32))
     state = task.get_checkpoint_state()
     assert set(state['state_dict']) == set(student.state_dict())  # the exported model is the student only
     assert set(state['task_state']) == {'projection', 'indices', 'teacher_blocks', 'distances', 'epochs_started'}
     other = TrajectoryDistillationTask(timm.create_model('odevit_tiny_cifar', steps=6), _teacher())
     other.load_checkpoint_state(state['state_dict'], state['task_state'])
-    assert other.student_indices == task.student_indices and len(task.trainable_module.distances) == 4
+    assert other.trainable_module.indices == task.trainable_module.indices and len(task.trainable_module.distances) == 4
     assert other.trainable_module.distances == task.trainable_module.distances  # drawn grids align as before
     torch.testing.assert_close(other.trainable_module.projection.weight, task.trainable_module.projection.weight)
 
@@ -152,7 +153,7 @@ def test_a_teacher_deeper_than_the_grid_aligns_its_nearest_block_to_every_time_p
     x, y = torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,))
     teacher, student = _teacher(), timm.create_model('odevit_tiny_cifar', steps=2)  # 4 blocks onto t = 0.5, 1
     task = TrajectoryDistillationTask(student, teacher, criterion=torch.nn.CrossEntropyLoss())
-    assert (task.trainable_module.teacher_blocks, task.student_indices) == ([1, 3], [0, 1])
+    assert (task.trainable_module.teacher_blocks, task.trainable_module.indices) == ([1, 3], [0, 1])
     out = task(x, y)
     final, states = student.forward_intermediates(x, indices=[0, 1], output_fmt='NLC', return_prefix_tokens=True)
     torch.testing.assert_close(out['kd_loss'], _kd_by_hand(task, teacher, states, [1, 3], x), rtol=1e-4, atol=1e-6)
@@ -241,7 +242,7 @@ def test_odeified_vit_distils_from_its_original():
     teacher = _teacher()
     student = odeify(teacher, init='mean')
     task = TrajectoryDistillationTask(student, teacher, jasmin_weight=0.1)
-    assert task.student_indices == [0, 1, 2, 3]
+    assert task.trainable_module.indices == [0, 1, 2, 3]
     out = task(torch.randn(2, 3, 224, 224), torch.randint(0, 10, (2,)))
     out['loss'].backward()
     assert student.blocks.field.block.attn.qkv.weight.grad is not None

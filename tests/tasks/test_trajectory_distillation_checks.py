@@ -102,8 +102,10 @@ def test_a_local_dir_teacher_whose_config_json_builds_no_model_is_named(tmp_path
 
 
 def test_jasmin_k_above_the_token_count():
-    with pytest.raises(ValueError, match=r"jasmin_k=500 exceeds the student's 75 tokens"):  # 64 patches + 11 prefix
-        TrajectoryDistillationTask(_student(), _small('vit'), jasmin_weight=1., jasmin_k=500)
+    """jasmin_loss names it at the first step: the student has 64 patch + 11 prefix tokens."""
+    task = TrajectoryDistillationTask(_student(), _small('vit'), jasmin_weight=1., jasmin_k=500)
+    with pytest.raises(ValueError, match=r'JaSMin k must be in 2\.\.75 \(the number of tokens\), got 500'):
+        task(*_batch())
 
 
 def test_unknown_mapping_and_tokens_name_the_value_and_the_choices():
@@ -132,7 +134,7 @@ def test_avg_pooled_teacher_with_cls_is_aligned_on_its_mean_patch_token(kind, ca
     for (s, p), target in zip(h, targets):
         torch.testing.assert_close(target, s.mean(1))  # the mean of the patch tokens, as the teacher's head pools
         assert not torch.allclose(target, p[:, 0])  # not its [CLS]
-    _, states = student.forward_intermediates(x, indices=task.student_indices, output_fmt='NLC',
+    _, states = student.forward_intermediates(x, indices=task.trainable_module.indices, output_fmt='NLC',
                                               return_prefix_tokens=True)
     proj = task.trainable_module.projection
     expected = torch.stack([F.mse_loss(proj(s).mean(1), t) for (s, _), t in zip(states, targets)]).mean()

@@ -1,5 +1,5 @@
 """timm's train.py / validate.py / inference.py / benchmark.py, which are not in the timm wheel: found, in order,
-beside ``--timm-train PATH``, beside ``$TIMM_TRAIN_PY`` (validate.py also at ``$TIMM_VALIDATE_PY``), in the cache
+beside ``--timm-train PATH``, beside ``$TIMM_TRAIN_PY``, in the cache
 (``$TIMM_ODEVIT_CACHE`` or ~/.cache/timm_odevit/timm-<version>/), in ``../shared/timm/`` beside a checkout of this
 project, or downloaded into the cache from the git tag of the installed timm; then imported as modules."""
 import importlib.util
@@ -19,24 +19,16 @@ SHARED_SCRIPTS_DIR = pathlib.Path(__file__).resolve().parents[3] / 'shared' / 't
 SCRIPTS = ('train.py', 'validate.py', 'inference.py', 'benchmark.py')
 
 
-def cache_dir() -> pathlib.Path:
-    root = os.environ.get('TIMM_ODEVIT_CACHE') or pathlib.Path.home() / '.cache' / 'timm_odevit'
-    return pathlib.Path(root) / f'timm-{timm.__version__}'
-
-
 def locate_script(
     script: str = 'train.py', explicit: Optional[str] = None, download: bool = True
 ) -> pathlib.Path:
     """The path of one of timm's :data:`SCRIPTS` (the module's search order); FileNotFoundError saying how to get
     it."""
     env_train = os.environ.get('TIMM_TRAIN_PY')
-    cached = cache_dir() / script
-    if explicit:
-        candidates = [pathlib.Path(explicit).with_name(script)]
-    else:
-        env_validate = os.environ.get('TIMM_VALIDATE_PY') if script == 'validate.py' else None
-        given = [env_validate, env_train and pathlib.Path(env_train).with_name(script)]
-        candidates = [pathlib.Path(p) for p in given if p] + [cached, SHARED_SCRIPTS_DIR / script]
+    cache = os.environ.get('TIMM_ODEVIT_CACHE') or pathlib.Path.home() / '.cache' / 'timm_odevit'
+    cached = pathlib.Path(cache) / f'timm-{timm.__version__}' / script
+    given = [explicit] if explicit else [env_train, cached, SHARED_SCRIPTS_DIR / script]
+    candidates = [pathlib.Path(p).with_name(script) for p in given if p]
     for path in candidates:
         if path.is_file():
             return path
@@ -62,16 +54,10 @@ def locate_script(
 
 
 def load_script(path: pathlib.Path):
-    """Import one of timm's scripts as a module (its main() is not run); SystemExit naming a package it needs
-    that is not installed (inference.py: pandas)."""
+    """Import one of timm's scripts as a module (its main() is not run); Python's ModuleNotFoundError names a
+    package it needs that is not installed (inference.py: pandas, which timm_odevit itself does not need)."""
     spec = importlib.util.spec_from_file_location(f'timm_{path.stem}_script', path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))
-    try:
-        spec.loader.exec_module(module)
-    except ModuleNotFoundError as e:
-        raise SystemExit(
-            f"error: timm's {path.name} needs the package {e.name!r}, which is not installed "
-            f'(pip install {e.name}); timm_odevit itself does not need it'
-        ) from e
+    spec.loader.exec_module(module)
     return module

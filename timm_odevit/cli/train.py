@@ -14,6 +14,7 @@ Without this wrapper: ``python train.py --device-modules timm_odevit ...`` (the 
 """
 import argparse
 import difflib
+import functools
 import sys
 from typing import Callable, List, Optional
 
@@ -66,13 +67,8 @@ KD_TASK_NAMES = {
 }
 
 
-def _wrapper_parser(add_help: bool = False) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=add_help, prog='odevit-train')
-    _wrapper_flags(parser)
-    return parser
-
-
-def _wrapper_flags(parser) -> None:
+def _wrapper_flags(parser):
+    """The wrapper's own flags, added to ``parser`` (an argparse parser or group), which is returned."""
     parser.add_argument(
         '--timm-train',
         metavar='PATH',
@@ -89,15 +85,15 @@ def _wrapper_flags(parser) -> None:
         choices=SCRIPTS,
         help='run this timm script (found as train.py is) instead of train.py',
     )
+    return parser
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     """timm_odevit's flags, added to train.py's own parser (and so to its --config YAML keys)."""
     for action in parser_actions(parser):
-        if '--kd-distill-type' in action.option_strings and 'trajectory' not in action.choices:
+        if '--kd-distill-type' in action.option_strings:
             action.choices = list(action.choices) + ['trajectory']
-            action.help = (action.help or '') + " 'trajectory': timm_odevit's (flags below)."
-    _wrapper_flags(parser.add_argument_group('timm_odevit wrapper (odevit-train)'))
+            action.help += " 'trajectory': timm_odevit's (flags below)."
     group = parser.add_argument_group('timm_odevit trajectory distillation')
     for key, kwargs in KD_FLAGS.items():
         group.add_argument('--' + key.replace('_', '-'), **kwargs)
@@ -107,9 +103,9 @@ def uses_deep_supervision(model) -> bool:
     """Whether train.py's classification task becomes :class:`DeepSupervisionTask`: only for this package's staged
     models (a bViT with ``stages``); every other timm model trains exactly as timm's train.py trains it."""
     from timm.utils import unwrap_model
-    from timm_odevit.models import ContinuousDepthViT
+    from timm_odevit.models import BViT
     model = unwrap_model(model)
-    return isinstance(model, ContinuousDepthViT) and len(getattr(model, 'stages', ()) or ()) > 1
+    return isinstance(model, BViT) and len(model.stages) > 1
 
 
 def check_distillation_args(args) -> None:
@@ -145,7 +141,7 @@ def check_config_keys(parser: argparse.ArgumentParser, path) -> None:
         cfg = read_yaml(path, '--config ')
     except ValueError as e:
         raise SystemExit(f'error: {e}')
-    known = {a.dest for a in parser_actions(parser) if a.dest != argparse.SUPPRESS}
+    known = {a.dest for a in parser_actions(parser)}
     hints = []
     for key in cfg:
         if key not in known:
@@ -161,10 +157,8 @@ def check_config_keys(parser: argparse.ArgumentParser, path) -> None:
 def _install_tasks(module) -> None:
     """Check train.py's arguments when it parses them, and route its task construction to timm_odevit's tasks
     where they apply."""
-    from timm_odevit.tasks import DeepSupervisionTask, TrajectoryDistillationTask
+    from timm_odevit.tasks import DeepSupervisionTask
     classification = module.ClassificationTask
-    feature_distillation = module.FeatureDistillationTask
-    trajectory = {}
 
     def parse_args():
         config = module.config_parser.parse_known_args()[0].config
@@ -174,9 +168,9 @@ def _install_tasks(module) -> None:
         check_distillation_args(args)
         check_model_sources(args)
         if args.kd_distill_type == 'trajectory':
-            # train.py's branch that builds FeatureDistillationTask ...
+            # train.py's branch that builds FeatureDistillationTask builds trajectory distillation
             args.kd_distill_type = 'feature'
-            trajectory['args'] = args
+            module.FeatureDistillationTask = functools.partial(trajectory_task, args)
         return args, args_text
 
     def classification_task(model, **kwargs):
@@ -184,29 +178,19 @@ def _install_tasks(module) -> None:
             return DeepSupervisionTask(model, **kwargs)
         return classification(model, **kwargs)
 
-    def feature_task(student_model, teacher_model, **kwargs):
-        args = trajectory.get('args')
-        if args is None:
-            return feature_distillation(student_model, teacher_model, **kwargs)
-        # ... and the args train.py saves in its checkpoints say what ran
-        args.kd_distill_type = 'trajectory'
-        flags = {KD_TASK_NAMES.get(k, k[3:]): getattr(args, k) for k in KD_FLAGS}
-        common = (
-            'criterion',
-            'distill_loss_weight',
-            'task_loss_weight',
-            'device',
-            'dtype',
-            'verbose',
-        )
-        flags.update({k: kwargs[k] for k in common if k in kwargs})
-        # the data loader's normalisation
-        flags.update({k: getattr(args, k, None) for k in ('mean', 'std')})
-        return TrajectoryDistillationTask(student_model, teacher_model, **flags)
-
     original_parse = replace_train_parse_args(module, parse_args)
     module.ClassificationTask = classification_task
-    module.FeatureDistillationTask = feature_task
+
+
+def trajectory_task(args, student_model, teacher_model, student_feature_dim=None, teacher_feature_dim=None, **kwargs):
+    """:class:`~timm_odevit.tasks.TrajectoryDistillationTask` for train.py's ``args``: its --kd-* flags and the
+    data loader's normalisation (--mean / --std), with the keywords train.py gives FeatureDistillationTask (criterion,
+    loss weights, device, dtype, verbose; the feature dims are timm's feature distillation's)."""
+    from timm_odevit.tasks import TrajectoryDistillationTask
+    # the args train.py saves in its checkpoints say what ran
+    args.kd_distill_type = 'trajectory'
+    flags = {KD_TASK_NAMES.get(k, k[3:]): getattr(args, k) for k in KD_FLAGS}
+    return TrajectoryDistillationTask(student_model, teacher_model, mean=args.mean, std=args.std, **flags, **kwargs)
 
 
 def checked_load_checkpoint(load):
@@ -225,7 +209,8 @@ def checked_load_checkpoint(load):
 def main(argv: Optional[List[str]] = None, setup: Optional[Callable] = None) -> None:
     """Run the timm script the wrapper's flags name with the other arguments. ``setup(module)``, when given, is
     called with train.py's module before it runs (how ``python -m tools.train`` adds its records)."""
-    ours, rest = _wrapper_parser().parse_known_args(argv)  # argv None: sys.argv[1:]
+    parser = argparse.ArgumentParser(add_help=False, prog='odevit-train')
+    ours, rest = _wrapper_flags(parser).parse_known_args(argv)  # argv None: sys.argv[1:]
     if ours.validate and ours.script not in (None, 'validate.py'):
         raise SystemExit(
             f'error: --validate runs validate.py, --script {ours.script} another script: give one'
@@ -235,21 +220,17 @@ def main(argv: Optional[List[str]] = None, setup: Optional[Callable] = None) -> 
         path = locate_script(script, ours.timm_train)
     except FileNotFoundError as e:
         if '-h' in rest or '--help' in rest:
-            _wrapper_parser(add_help=True).print_help()
+            _wrapper_flags(argparse.ArgumentParser(prog='odevit-train')).print_help()
         raise SystemExit(f'error: {e}')
     module = load_script(path)
+    _wrapper_flags(module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})'))
     if script == 'train.py':
         _add_arguments(module.parser)
         _install_tasks(module)
         if setup:
             setup(module)
     else:
-        _wrapper_flags(
-            module.parser.add_argument_group(f'timm_odevit wrapper (odevit-{path.stem})')
-        )
-        probe = argparse.ArgumentParser(add_help=False)
-        probe.add_argument('--model', '-m')
-        check_model_sources(probe.parse_known_args(rest)[0])
+        check_model_sources(module.parser.parse_known_args(rest)[0])  # its --model
         # the script's own name for timm's function; timm is untouched
         if hasattr(module, 'load_checkpoint'):
             module.load_checkpoint = checked_load_checkpoint(module.load_checkpoint)
@@ -262,13 +243,11 @@ def main(argv: Optional[List[str]] = None, setup: Optional[Callable] = None) -> 
     module.main()
 
 
-def validate_main() -> None:
-    main(['--validate'] + sys.argv[1:])
+def _entry_point(*wrapper_args):
+    """A console script: :func:`main` with ``wrapper_args`` before the command line's arguments."""
+    return lambda: main([*wrapper_args, *sys.argv[1:]])
 
 
-def inference_main() -> None:
-    main(['--script', 'inference.py'] + sys.argv[1:])
-
-
-def benchmark_main() -> None:
-    main(['--script', 'benchmark.py'] + sys.argv[1:])
+validate_main = _entry_point('--validate')
+inference_main = _entry_point('--script', 'inference.py')
+benchmark_main = _entry_point('--script', 'benchmark.py')

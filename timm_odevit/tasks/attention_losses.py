@@ -13,8 +13,7 @@ def jasmin_loss(probs: torch.Tensor, k: int = 10, eps: float = 1e-12) -> torch.T
     if not 1 < k <= N:
         raise ValueError(f'JaSMin k must be in 2..{N} (the number of tokens), got {k}')
     p = probs.sort(dim=-1, descending=True).values
-    nxt = torch.cat([p[..., 1:], torch.zeros_like(p[..., :1])], dim=-1)
-    g = p * (1 - p + nxt)
+    g = p * (1 - p + F.pad(p[..., 1:], (0, 1)))  # p(j + 1), 0 after the last
     row = g[..., 0].clamp_min(eps).log() - g[..., k - 1].clamp_min(eps).log()  # (B, H, N)
     return row.amax(dim=-1).mean()
 
@@ -34,9 +33,7 @@ def resample_square(x: torch.Tensor, num: int, mode: str) -> torch.Tensor:
             f'resampling needs square patch grids, got {x.shape[-1]} and {num} patches: use tokens="cls"'
         )
     grid = x.reshape(*x.shape[:-1], side, side)
-    return F.interpolate(
-        grid, size=(new, new), mode=mode, **({} if mode == 'area' else {'align_corners': False})
-    ).flatten(-2)
+    return F.interpolate(grid, size=(new, new), mode=mode).flatten(-2)  # bilinear: align_corners False
 
 
 def attention_mass_l1(student_mass: torch.Tensor, teacher_mass: torch.Tensor) -> torch.Tensor:

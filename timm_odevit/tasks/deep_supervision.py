@@ -26,23 +26,15 @@ class DeepSupervisionTask(ClassificationTask):
     The task switches the model's ``stage_outputs`` on, so its training forward returns one
     logits tensor per stage (eval forward is unchanged); the loss is ``deep_supervision_loss``
     with the model's ``stage_weights``. The model is called through its (DDP) wrapper, so every
-    stage head gets gradients on all ranks. ``output`` is the last stage's logits.
+    stage head gets gradients on all ranks. ``output`` is the last stage's logits. Stages beyond the model's time
+    points (a horizon shortened by ``set_iterations``) are refused by its ``forward_stages`` at the first step.
     """
 
     def __init__(self, model: nn.Module, *args, **kwargs):
         inner = unwrap_model(model)
-        if not hasattr(inner, 'stage_outputs') or not hasattr(inner, 'stage_weights'):
+        if not hasattr(inner, 'stage_outputs'):
             raise TypeError(
                 f'{type(inner).__name__} has no stages (stage_outputs, stage_weights): use e.g. bvit_*'
-            )
-        stages = tuple(getattr(inner, 'stages', ()))
-        points = getattr(
-            inner, 'num_time_points', None
-        )
-        if stages and points is not None and stages[-1] > points:
-            raise ValueError(
-                f'{type(inner).__name__} supervises stages {stages} beyond its {points} time points: '
-                f'build it with iterations >= {stages[-1]}, or with stages within 1..{points}'
             )
         inner.stage_outputs = True
         super().__init__(model, *args, **kwargs)
@@ -51,7 +43,6 @@ class DeepSupervisionTask(ClassificationTask):
         output = self.trainable_module(input)
         if torch.is_tensor(output):  # eval mode: the final logits only
             return {'loss': self.criterion(output, target), 'output': output}
-        stage_logits = output
         weights = unwrap_model(self.trainable_module).stage_weights
-        loss = deep_supervision_loss(stage_logits, target, self.criterion, weights)
-        return {'loss': loss, 'output': stage_logits[-1]}
+        loss = deep_supervision_loss(output, target, self.criterion, weights)  # one logits tensor per stage
+        return {'loss': loss, 'output': output[-1]}

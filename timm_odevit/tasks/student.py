@@ -42,11 +42,7 @@ class TrajectoryStudent(nn.Module):
         self.distances = None
         self.epochs_started = 0
         # uniform until calibrate() measures the teacher
-        self.teacher_blocks, self.indices = align_time_points(num_blocks, self.num_time_points)
-
-    @property
-    def num_time_points(self) -> int:
-        return depth_stack(self.student).num_time_points
+        self.teacher_blocks, self.indices = align_time_points(num_blocks, depth_stack(student).num_time_points)
 
     def aligned(self, num_points: int) -> Tuple[List[int], List[int]]:
         """(teacher blocks, time points) on a grid of ``num_points`` by the mapping and the measured distances."""
@@ -56,7 +52,7 @@ class TrajectoryStudent(nn.Module):
     def calibrate(self, distances: Sequence[float]) -> None:
         """Align the teacher's blocks with the configured grid by its measured step ``distances``."""
         self.distances = list(distances)
-        self.teacher_blocks, self.indices = self.aligned(self.num_time_points)
+        self.teacher_blocks, self.indices = self.aligned(depth_stack(self.student).num_time_points)
 
     def task_state(self) -> Dict[str, Any]:
         """What a checkpoint keeps beside the student's weights: the projection, the alignment, the epoch count."""
@@ -121,13 +117,8 @@ def copy_teacher_embeddings(student: nn.Module, teacher: nn.Module) -> None:
             continue
         if isinstance(ours, nn.Module):
             ours.load_state_dict(theirs.state_dict())
-        elif ours.shape == theirs.shape:
-            ours.copy_(theirs)
         else:
-            raise ValueError(
-                f'cannot initialise the student {name} {tuple(ours.shape)} from the teacher\'s '
-                f'{tuple(theirs.shape)}: build the student like the teacher, or do not init it'
-            )
+            ours.copy_(theirs)  # torch names a shape mismatch
         ours.requires_grad_(False)
         copied.append(name)
     head = student.get_classifier()

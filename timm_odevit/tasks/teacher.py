@@ -146,7 +146,7 @@ class TrajectoryTeacher(DistillationTeacher):
         """Images (B, C, H, W) normalised with ``mean`` / ``std`` -> the teacher's normalisation and input size."""
         x = self.normalize_input(x, mean, std)
         if tuple(x.shape[-2:]) != self.input_size:
-            x = F.interpolate(x, size=self.input_size, mode='bicubic', align_corners=False)
+            x = F.interpolate(x, size=self.input_size, mode='bicubic')  # align_corners False
         return x
 
     @torch.no_grad()

@@ -35,9 +35,7 @@ def teacher_step_distances(hidden: Sequence[torch.Tensor]) -> List[float]:
     (the embedding before block 1 is not exposed by forward_intermediates)."""
     if len(hidden) < 2:
         return [1.0] * len(hidden)
-    d = [
-        (b.float() - a.float()).norm(dim=-1).mean().item() for a, b in zip(hidden[:-1], hidden[1:])
-    ]
+    d = torch.stack(hidden).float().diff(dim=0).norm(dim=-1).flatten(1).mean(1).tolist()
     return [sum(d) / len(d)] + d
 
 

@@ -17,7 +17,7 @@ every patch token, the teacher's patch grid interpolated to the student's. The t
 :class:`~timm_odevit.tasks.teacher.TrajectoryTeacher`, the student a :class:`~timm_odevit.tasks.student.TrajectoryStudent`.
 """
 import logging
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 import torch.distributed as dist
@@ -33,7 +33,7 @@ from .._checks import check_int, check_number
 from .attention_losses import attention_mass_l1, cls_attention_mass, jasmin_loss, resample_square
 from .student import TrajectoryStudent, copy_teacher_embeddings, student_normalisation
 from .teacher import TrajectoryTeacher, has_class_token, load_teacher
-from .time_mapping import MAPPINGS, teacher_step_distances
+from .time_mapping import check_mapping, teacher_step_distances
 
 _logger = logging.getLogger(__name__)
 TOKEN_MODES = ('cls', 'all')
@@ -48,7 +48,9 @@ class TrajectoryDistillationTask(TrainingTask):
         criterion / criterion_kwargs: classification loss.
         teacher_checkpoint: local checkpoint file for a teacher given by name (:func:`load_teacher`).
         teacher_model_kwargs: create_model kwargs of a teacher given by name (over a checkpoint's own).
-        mapping: 'uniform' | 'arclength' | 'softmax' (teacher block -> student time point).
+        mapping: 'uniform' | 'arclength' | 'softmax' (teacher block -> student time point); the last two measure the
+            teacher's step distances on the first training batch (rank 0's, broadcast), or on the images given to
+            :meth:`calibrate` before.
         mapping_temperature: T of the softmax mapping (reference: 30).
         tokens: 'cls' (reference): the teacher's pooled representation, as its head pools it ([CLS] for
             global_pool='token', the mean of the patch tokens for 'avg' — Eva02, BEiT, avg-pooled ViTs),
@@ -60,8 +62,6 @@ class TrajectoryDistillationTask(TrainingTask):
             (a copy, frozen; the teacher is untouched) and classifier (when shapes match).
         mean, std: the normalisation of the images the task gets (the data loader's: train.py's --mean/--std, else
             the student's pretrained cfg); the teacher sees them renormalised to its own.
-        calibration_batch: images (normalised for the student) to measure teacher distances for
-            'arclength'/'softmax'; defaults to the first training batch (rank 0's, broadcast).
         attn_mass_weight: weight of the L1 between [CLS] -> patch attention-mass maps (last teacher
             block vs last student step; reference λ = 0.5 inside the distillation term).
         jasmin_weight, jasmin_k: JaSMin regulariser on the student's attention over the last 85 %
@@ -82,7 +82,6 @@ class TrajectoryDistillationTask(TrainingTask):
             task_loss_weight: Optional[float] = None,
             ce_start_epoch: int = 0,
             init_student_from_teacher: bool = False,
-            calibration_batch: Optional[torch.Tensor] = None,
             attn_mass_weight: float = 0.,
             jasmin_weight: float = 0.,
             jasmin_k: int = 2,
@@ -94,12 +93,10 @@ class TrajectoryDistillationTask(TrainingTask):
             verbose: bool = True,
     ):
         super().__init__(device=device, dtype=dtype, verbose=verbose)
-        if mapping not in MAPPINGS:
-            raise ValueError(f'Unknown mapping {mapping!r}; choose one of {MAPPINGS}')
+        temperature = check_mapping(mapping, mapping_temperature)
         if tokens not in TOKEN_MODES:
             raise ValueError(f'Unknown tokens {tokens!r}; choose one of {TOKEN_MODES}')
         self.mapping = mapping
-        self.mapping_temperature = check_number('mapping temperature', mapping_temperature, positive=True)
         self.tokens = tokens
         self.task_loss_weight = 1.0
         if task_loss_weight is not None:
@@ -119,11 +116,6 @@ class TrajectoryDistillationTask(TrainingTask):
         self.ce_start_epoch = check_int('ce_start_epoch', ce_start_epoch, 0)
         student = unwrap_model(student_model)
         num_points = depth_stack(student).num_time_points
-        num_tokens = student.patch_embed.num_patches + student.num_prefix_tokens
-        if jasmin_weight and jasmin_k > num_tokens:
-            raise ValueError(
-                f"jasmin_k={jasmin_k} exceeds the student's {num_tokens} tokens (attention row length)"
-            )
         self.criterion = resolve_classification_loss(
             criterion,
             self.device,
@@ -171,11 +163,9 @@ class TrajectoryDistillationTask(TrainingTask):
             projection,
             self.teacher.num_blocks,
             mapping,
-            self.mapping_temperature,
+            temperature,
         )
         self.calibrated = mapping == 'uniform'
-        if calibration_batch is not None and not self.calibrated:
-            self.calibrate(calibration_batch)
         if verbose:
             pool = self.teacher.pool
             aligned = '[CLS] token' if pool == 'token' else \
@@ -187,14 +177,13 @@ class TrajectoryDistillationTask(TrainingTask):
                 f'(global_pool={getattr(teacher, "global_pool", None)!r}) with the student\'s {aligned}'
             )
 
-    @torch.no_grad()
     def calibrate(self, x: torch.Tensor) -> None:
-        """Measure the teacher's step distances on ``x`` and align its blocks with the student's time points."""
+        """Measure the teacher's step distances on ``x`` (its states carry no gradient) and align its blocks with
+        the student's time points."""
         trainable = unwrap_model(self.trainable_module)
         if self.mapping != 'uniform':
-            P = self.teacher.model.num_prefix_tokens
             states = self.teacher.states(x, self.student_mean, self.student_std)
-            pooled = [self.teacher.pooled(h, P) for h in states]
+            pooled = [self.teacher.pooled(h, self.teacher.model.num_prefix_tokens) for h in states]
             distances = torch.tensor(
                 teacher_step_distances(pooled),
                 device=x.device,
@@ -212,10 +201,6 @@ class TrajectoryDistillationTask(TrainingTask):
         self.calibrated = True
 
     # ---- timm TrainingTask API -------------------------------------------------------------
-    @property
-    def student_indices(self) -> List[int]:
-        return unwrap_model(self.trainable_module).indices
-
     def prepare_distributed(self, device_ids: Optional[list] = None, **ddp_kwargs) -> 'TrajectoryDistillationTask':
         self.trainable_module = DistributedDataParallel(self.trainable_module, device_ids=device_ids, **ddp_kwargs)
         return self
