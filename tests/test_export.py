@@ -208,7 +208,7 @@ def test_export_cli_errors_name_the_argument(tmp_path, eval_dir, capsys):
         ([ckpt, str(tmp_path / 'o'), '--eval-dir', str(eval_dir), '--eval-split', 'val'], r"no split 'val'"),
         ([str(tmp_path / 'run'), str(tmp_path / 'o'), '--eval-dir', str(eval_dir)], r'checkpoint .*run.* is a directory'),
         ([ckpt, str(tmp_path / 'o'), '--eval-dir', str(eval_dir), '--batch-size', '0'],
-         r'batch_size must be an integer >= 1'),  # eval_loader's check
+         r'batch_size should be a positive integer'),  # torch DataLoader's check
         ([ckpt, str(tmp_path / 'o'), '--eval-dir', str(eval_dir), '--device', 'gpu7'], r"--device 'gpu7'"),
         ([ckpt, str(tmp_path / 'o'), '--eval-dir', str(eval_dir), '--repo-id', 'not a//valid id'], r'--repo-id'),
     ]
