@@ -337,9 +337,10 @@ def test_fullgraph_compile_compiles_and_eager_keeps_the_finiteness_check(name):
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize('name, dial', [('odevit_tiny_cifar', 'steps=N'), ('bvit_tiny_cifar', 'iterations=N')])
-def test_a_vit_depth_argument_names_what_stands_for_it(name, dial):
-    with pytest.raises(TypeError, match=f'{name} has no depth argument: its depth is {dial}'):
+@pytest.mark.parametrize('name', ['odevit_tiny_cifar', 'bvit_tiny_cifar'])
+def test_a_vit_depth_argument_is_refused(name):
+    """timm's ViT kwarg has no meaning here (the depth is steps / iterations): Python's TypeError names it."""
+    with pytest.raises(TypeError, match="unexpected keyword argument 'depth'"):
         timm.create_model(name, depth=12)
 
 
