@@ -15,19 +15,19 @@ Beside ODE-ViT (its tokens, [CLS] + 10 registers + patches, patch size, MLP rati
                                            of odevit_tiny_cifar at its trained grid, 6 Euler steps
                                            (tested), with ~6× the parameters
 """
+import functools
 from typing import Any, Dict
 
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 
-from ._cfgs import cifar_cfg
-from .bvit import BASE, CIFAR100_CFG, IMAGENET_CFG, SMALL, TINY
+from ._cfgs import CIFAR100_CFG, IMAGENET_CFG, cifar_cfg
+from .bvit import BASE, SMALL, TINY
 
 __all__ = []
 
 
-def _cfg(url: str = '', paper_ids: str = 'arXiv:2608.04879', **kwargs) -> Dict[str, Any]:
-    return cifar_cfg(url, paper_ids=paper_ids, **kwargs)
+_cfg = functools.partial(cifar_cfg, paper_ids='arXiv:2608.04879')
 
 
 default_cfgs = generate_default_cfgs(

@@ -17,12 +17,12 @@ Deep supervision: ``stages`` lists the time points (1-based) with a classificati
 stage, ``stage_weights``), computed by :class:`timm_odevit.tasks.DeepSupervisionTask`. ``set_iterations(n)`` runs
 the block n times at inference. The matched discrete baselines are in :mod:`.baselines`.
 """
+import functools
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
 from timm.models import generate_default_cfgs, register_model
 from timm.models.vision_transformer import Block
@@ -32,7 +32,7 @@ from ..layers import BlockField, SolverConfig, solver_config
 from ..layers.block_fields import FIELD_TYPES
 from ..layers.solver import FLAT_SOLVER_KWARGS, flat_solver_kwargs
 from ._builder import build_continuous_depth_model
-from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
+from ._cfgs import CIFAR10_LABELS, CIFAR100_CFG, IMAGENET_CFG, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
 from ._common import ContinuousDepthViT, embed_tokens, reset_parameters_
 from ._stages import check_stages, normalised_weights
@@ -250,17 +250,7 @@ class BViT(ContinuousDepthViT):
         return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
 
 
-def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
-    return cifar_cfg(url, paper_ids='arXiv:2608.04879', **kwargs)
-
-
-CIFAR100_CFG = dict(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD)
-IMAGENET_CFG = dict(
-    num_classes=1000,
-    input_size=(3, 224, 224),
-    mean=IMAGENET_DEFAULT_MEAN,
-    std=IMAGENET_DEFAULT_STD,
-)
+_cfg = functools.partial(cifar_cfg, paper_ids='arXiv:2608.04879')
 
 # Released weights (release/<name>.<tag>/): trained with the default regime (recurrent, T = 12).
 default_cfgs = generate_default_cfgs(

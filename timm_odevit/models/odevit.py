@@ -16,6 +16,7 @@ is spectrally initialised (including the attention in-projection; conv bias 0), 
 changeable after training, and a blow-up raises an error instead of NaN logits. bench/odevit_parity.py
 trains both side by side.
 """
+import functools
 from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
@@ -27,7 +28,7 @@ from timm.models import generate_default_cfgs, register_model
 from ..layers import ODEViTField, SolverConfig, solver_config, spectral_init_
 from ..layers.spectral_init import SPECTRAL_INIT_TYPES
 from ._builder import build_continuous_depth_model
-from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
+from ._cfgs import CIFAR10_LABELS, CIFAR100_CFG, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
 from ._common import ContinuousDepthViT, reset_parameters_
 
@@ -199,15 +200,11 @@ def weight_diagnosis(model: 'ODEViT') -> str:
     return text
 
 
-def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
-    return cifar_cfg(
-        url,
-        paper_ids='arXiv:2511.16501',
-        paper_name=(
-            'ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an ODE'
-        ),
-        **kwargs,
-    )
+_cfg = functools.partial(
+    cifar_cfg,
+    paper_ids='arXiv:2511.16501',
+    paper_name='ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an ODE',
+)
 
 
 # Released weights: release/<name>.<tag>/, packaged with their config.json (the settings they were trained with).
@@ -218,7 +215,7 @@ default_cfgs = generate_default_cfgs(
             packaged='odevit_tiny_cifar.c10',
             label_names=CIFAR10_LABELS,
         ),
-        'odevit_small_cifar': _cfg(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD),
+        'odevit_small_cifar': _cfg(**CIFAR100_CFG),
         'odevit_small_patch16_224': _cfg(
             input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
         ),
