@@ -48,19 +48,6 @@ def check_patch_grid(img_size, patch_size) -> None:
         raise ValueError(f'img_size {img} is not divisible by patch_size {patch}')
 
 
-def reset_parameters_(model: nn.Module, skip: Tuple[type, ...] = ()) -> None:
-    """``reset_parameters()`` of every submodule that has one, but those of the ``skip`` types (what the model's
-    own init sets): what timm's ``init_weights(needs_reset=True)`` does, so that a model built on the meta device
-    and moved with ``to_empty`` is fully initialised (norms, patch-embedding conv) by ``init_weights()``."""
-    for m in model.modules():
-        if (
-            m is not model
-            and not isinstance(m, skip)
-            and callable(getattr(m, 'reset_parameters', None))
-        ):
-            m.reset_parameters()
-
-
 class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
     """A timm ``VisionTransformer`` whose ``blocks`` is a :class:`ContinuousDepthStack`.
 
@@ -199,8 +186,6 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         """Recompute each field (block) evaluation in backward instead of storing its activations.
         timm's checkpointing of whole blocks is not used: the intervals share one integration."""
         self.blocks.grad_checkpointing = enable
-        if hasattr(self.patch_embed, 'set_grad_checkpointing'):
-            self.patch_embed.set_grad_checkpointing(enable)
 
     # ---- tokens -------------------------------------------------------------------------------
     def embed_positions(self, x: torch.Tensor) -> torch.Tensor:

@@ -24,8 +24,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 from timm.layers import trunc_normal_
-from timm.models import generate_default_cfgs, register_model
-from timm.models.vision_transformer import Block
+from timm.models import generate_default_cfgs, named_apply, register_model
+from timm.models.vision_transformer import Block, init_weights_vit_timm
 
 from .._checks import check_int
 from ..layers import BlockField, SolverConfig, solver_config
@@ -34,7 +34,7 @@ from ..layers.solver import FLAT_SOLVER_KWARGS, flat_solver_kwargs
 from ._builder import build_continuous_depth_model
 from ._cfgs import CIFAR10_LABELS, CIFAR100_CFG, IMAGENET_CFG, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
-from ._common import ContinuousDepthViT, embed_tokens, reset_parameters_
+from ._common import ContinuousDepthViT, embed_tokens
 from ._stages import check_stages, normalised_weights
 
 __all__ = ['BViT', 'checkpoint_filter_fn']
@@ -164,21 +164,15 @@ class BViT(ContinuousDepthViT):
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
-        """timm ViT init: truncated-normal(0.02) linears, zero biases, position embedding
-        truncated-normal(0.02), [CLS] / registers normal(1e-6) (``mode`` is timm's, unused); ``needs_reset``:
-        the other modules (patch-embedding conv, norms) reset their parameters too, as timm's ViT does."""
-        if needs_reset:
-            reset_parameters_(self, skip=(nn.Linear,))
-        for m in self.modules():
-            if isinstance(m, nn.Linear) and not m.weight.is_meta:
-                trunc_normal_(m.weight, std=.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-        if not self.pos_embed.is_meta:
-            trunc_normal_(self.pos_embed, std=.02)
-            for token in (self.cls_token, self.reg_token):
-                if token is not None:
-                    trunc_normal_(token, std=1e-6)
+        """timm ViT init (``init_weights_vit_timm``): truncated-normal(0.02) linears, zero biases, position embedding
+        truncated-normal(0.02), [CLS] / registers truncated-normal(1e-6) (``mode`` is timm's, unused); ``needs_reset``:
+        the other modules (patch-embedding conv, norms) reset their parameters too, as timm's ViT does. On the meta
+        device every step is a no-op."""
+        named_apply(functools.partial(init_weights_vit_timm, needs_reset=needs_reset), self)
+        trunc_normal_(self.pos_embed, std=.02)
+        for token in (self.cls_token, self.reg_token):
+            if token is not None:
+                trunc_normal_(token, std=1e-6)
 
     # ---- depth ------------------------------------------------------------------------------
     @property

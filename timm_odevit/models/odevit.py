@@ -30,7 +30,7 @@ from ..layers.spectral_init import SPECTRAL_INIT_TYPES
 from ._builder import build_continuous_depth_model
 from ._cfgs import CIFAR10_LABELS, CIFAR100_CFG, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
-from ._common import ContinuousDepthViT, reset_parameters_
+from ._common import ContinuousDepthViT
 
 __all__ = ['ODEViT', 'checkpoint_filter_fn']
 HEAD_INITS = ('trunc_normal', 'spectral')
@@ -136,12 +136,13 @@ class ODEViT(ContinuousDepthViT):
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
         """Spectral init of every linear/conv (as the reference code) but the classifier (``head_init``); [CLS],
         registers and position embedding truncated-normal with std 0.02, as in the reference code (``mode`` is timm's,
-        unused); ``needs_reset``: the other modules (norms) reset their parameters too, as timm's ViT does."""
-        if needs_reset:
-            reset_parameters_(self, skip=SPECTRAL_INIT_TYPES)
+        unused); ``needs_reset``: the other modules (norms) reset their parameters too, as timm's ViT does, so that a
+        model built on the meta device and moved with ``to_empty`` is fully initialised. On the meta device every
+        step is a no-op."""
+        for m in self.modules():
+            if needs_reset and hasattr(m, 'reset_parameters') and not isinstance(m, SPECTRAL_INIT_TYPES):
+                m.reset_parameters()
         spectral_init_(self)
-        if self.pos_embed.is_meta:
-            return
         for token in (self.pos_embed, self.cls_token, self.reg_token):
             if token is not None:
                 trunc_normal_(token, std=.02)
