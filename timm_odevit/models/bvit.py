@@ -29,8 +29,7 @@ from timm.models.vision_transformer import Block, init_weights_vit_timm
 
 from .._checks import check_int
 from ..layers import BlockField, SolverConfig, solver_config
-from ..layers.block_fields import FIELD_TYPES
-from ..layers.solver import FLAT_SOLVER_KWARGS, flat_solver_kwargs
+from ..layers.solver import flat_solver_kwargs
 from ._builder import build_continuous_depth_model
 from ._cfgs import CIFAR10_LABELS, CIFAR100_CFG, IMAGENET_CFG, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
@@ -88,10 +87,10 @@ class BViT(ContinuousDepthViT):
             attn_drop_rate, proj_drop_rate, drop_path_rate: the block's dropouts.
             kwargs: timm's VisionTransformer arguments (:class:`ContinuousDepthViT`).
         """
-        if regime not in REGIMES or stage_heads not in STAGE_HEADS or field not in FIELD_TYPES:
+        # (an unknown field is BlockField's ValueError)
+        if regime not in REGIMES or stage_heads not in STAGE_HEADS:
             raise ValueError(
-                f'Unknown regime {regime!r}, stage_heads {stage_heads!r} or field {field!r}: use {REGIMES} / '
-                f'{STAGE_HEADS} / {FIELD_TYPES}'
+                f'Unknown regime {regime!r} or stage_heads {stage_heads!r}: use {REGIMES} / {STAGE_HEADS}'
             )
         if regime == 'recurrent' and field == 'naive':
             raise ValueError(
@@ -204,11 +203,12 @@ class BViT(ContinuousDepthViT):
     def depth_args(self) -> Dict[str, Any]:
         """The depth's settings as BViT kwargs: the horizon t_end is ``iterations``; the recurrence is
         regime='recurrent' with only ``check_finite`` of its solver settings."""
-        flat = dict(flat_solver_kwargs(self.blocks.solver), t_end=None)
+        solver = self.blocks.solver
+        flat = dict(flat_solver_kwargs(solver), t_end=None)
         if self.regime == 'recurrent':
-            flat = {} if self.blocks.solver.check_finite else {'check_finite': False}
-        dropped = dict.fromkeys(('solver',) + FLAT_SOLVER_KWARGS)
-        return {**super().depth_args(), **dropped, **flat, 'iterations': self.iterations, 'regime': self.regime}
+            flat = dict.fromkeys(flat)
+            flat['check_finite'] = None if solver.check_finite else False
+        return {**super().depth_args(), **flat, 'iterations': self.iterations, 'regime': self.regime}
 
     # ---- heads --------------------------------------------------------------------------------
     def _new_stage_heads(self, num_classes: int) -> nn.ModuleList:

@@ -163,15 +163,16 @@ default_cfgs = generate_default_cfgs(
 
 def _build_odeified(
     base: str,
-    field: str,
-    init: str,
-    solver: Union[None, str, Dict[str, Any], SolverConfig],
     base_pretrained: bool,
-    train_depth: Optional[Sequence[int]] = None,
     base_cache_dir: Optional[str] = None,
+    field: str = 'state_subtracted',
+    init: str = 'mean',
+    solver: Union[None, str, Dict[str, Any], SolverConfig] = None,
     freeze: Sequence[str] = (),
+    train_depth: Optional[Sequence[int]] = None,
     **kwargs,
 ) -> VisionTransformer:
+    """The base ViT created (its kwargs: all but odeify's and ``train_depth``), then odeified."""
     vit = create_model(base, pretrained=base_pretrained, cache_dir=base_cache_dir, **kwargs)
     model = odeify(vit, field=field, init=init, solver=solver, freeze=freeze)
     model.blocks.set_train_depth(train_depth)  # None: a fixed grid
@@ -179,20 +180,11 @@ def _build_odeified(
 
 
 @register_model
-def vit_odeified(
-        pretrained: bool = False,
-        base: str = 'vit_tiny_patch16_224',
-        field: str = 'state_subtracted',
-        init: str = 'mean',
-        train_depth: Optional[Sequence[int]] = None,
-        freeze: Sequence[str] = (),
-        solver: Union[None, str, Dict[str, Any], SolverConfig] = None,
-        **kwargs,
-) -> VisionTransformer:
-    """timm ViT ``base`` (a registered name, ``local-dir:`` or ``hf-hub:``; other kwargs go to it) converted by
-    odeify(field, init, solver, freeze) (default solver: Euler over the base's depth; the flat solver kwargs of the old
-    spelling are read too, ``layers.solver.FLAT_SOLVER_KWARGS``); ``train_depth``: anytime training
-    (``blocks.set_train_depth``).
+def vit_odeified(pretrained: bool = False, base: str = 'vit_tiny_patch16_224', **kwargs) -> VisionTransformer:
+    """timm ViT ``base`` (a registered name, ``local-dir:`` or ``hf-hub:``; kwargs other than odeify's go to it)
+    converted by odeify(field='state_subtracted', init='mean', solver=None, freeze=()) (default solver: Euler over the
+    base's depth; the flat solver kwargs of the old spelling are read too, ``layers.solver.FLAT_SOLVER_KWARGS``);
+    ``train_depth``: anytime training (``blocks.set_train_depth``, default None: the fixed grid).
 
     The paper's plug & play student, in a trained ViT's shell (its patch embedding, [CLS], position embedding, final
     norm and classifier, fixed) with a new ODE-ViT field at its width::
@@ -226,12 +218,7 @@ def vit_odeified(
         pretrained_cfg=cfg,
         pretrained_cfg_overlay=overlay,
         base=base,
-        field=field,
-        init=init,
-        solver=solver,
         base_pretrained=pretrained and not own_weights,
-        train_depth=train_depth,
-        freeze=freeze,
         base_cache_dir=kwargs.get('cache_dir'),
         **kwargs,
     )
