@@ -70,14 +70,13 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
     if isinstance(given_cfg, dict) and given_cfg.get('num_classes') is not None:
         check_int(f'{source or "pretrained_cfg"}: num_classes', given_cfg['num_classes'], 0)
     stage = []
-    filter_fn = kwargs.pop('pretrained_filter_fn', checkpoint_filter_fn)
 
     def construct(**model_kwargs):  # marks where construction ends and loading the weights starts
         stage.append(cls(**fold_flat_solver_kwargs(model_kwargs)))
         return stage[0]
 
     def load_filter(state_dict, model):  # ... and where loading ends
-        out = filter_fn(state_dict, model)
+        out = checkpoint_filter_fn(state_dict, model)
         stage.append('loaded')
         return out
     kwargs.setdefault(

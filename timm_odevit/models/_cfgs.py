@@ -52,9 +52,7 @@ def cifar_cfg(packaged: str = '', **kwargs) -> Dict:
         'url': '',
         'num_classes': 10,
         'input_size': (3, 32, 32),
-        'pool_size': None,
         'crop_pct': 1.0,
-        'interpolation': 'bicubic',
         # True: a model takes other sizes only when built with dynamic_img_size=True
         'fixed_input_size': True,
         'mean': CIFAR10_MEAN,

@@ -14,22 +14,22 @@ from ..layers import ODEViTField, spectral_init_
 
 @torch.no_grad()
 def source_block(blocks: nn.Sequential, init: str) -> nn.Module:
+    """A copy of the block odeify's field starts from: block k (``init='block:k'``), the parameter mean of all
+    blocks ('mean'), or a block of their layout initialised timm's way ('random')."""
+    block = copy.deepcopy(blocks[0])
     if init == 'random':
-        block = copy.deepcopy(blocks[0])
         block.apply(init_weights_vit_timm)  # linears timm's way, every other module reset (norms)
-        return block
-    if init == 'mean':
-        block = copy.deepcopy(blocks[0])
+    elif init == 'mean':
         for name, p in block.named_parameters():
             p.copy_(torch.stack([b.get_parameter(name) for b in blocks]).mean(0))
-        return block
-    if init.startswith('block:'):
+    elif init.startswith('block:'):
         try:
-            k = int(init.split(':', 1)[1])
-            return copy.deepcopy(blocks[k])
+            block = copy.deepcopy(blocks[int(init.split(':', 1)[1])])
         except (ValueError, IndexError):
             raise ValueError(f'init {init!r}: the model has blocks 0..{len(blocks) - 1}') from None
-    raise ValueError(f"Unknown init {init!r}; choose 'block:k', 'mean' or 'random'")
+    else:
+        raise ValueError(f"Unknown init {init!r}; choose 'block:k', 'mean' or 'random'")
+    return block
 
 
 def _scaled(weight: torch.Tensor, scale: Optional[nn.Module]) -> torch.Tensor:

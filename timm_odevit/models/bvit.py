@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
-from timm.layers import trunc_normal_
+from timm.layers import get_device_dtype, trunc_normal_
 from timm.models import generate_default_cfgs, named_apply, register_model
 from timm.models.vision_transformer import Block, init_weights_vit_timm
 
@@ -213,7 +213,7 @@ class BViT(ContinuousDepthViT):
     # ---- heads --------------------------------------------------------------------------------
     def _new_stage_heads(self, num_classes: int) -> nn.ModuleList:
         n = len(self.stages) - 1 if self.stage_head_type == 'separate' else 0
-        dd = {'device': self.pos_embed.device, 'dtype': self.pos_embed.dtype}
+        dd = get_device_dtype(self)  # timm's, as its reset_classifier builds the head
         heads = [nn.Linear(self.embed_dim, num_classes, **dd) if num_classes > 0 else nn.Identity() for _ in range(n)]
         return nn.ModuleList(heads).train(self.training)
 
