@@ -4,6 +4,7 @@ import pathlib
 from typing import Any, Dict, Optional
 
 from torch import nn
+from timm.models import build_model_with_cfg, load_model_config_from_hf, resolve_pretrained_cfg
 
 from .._checks import check_dict, check_int, read_json
 from .._compat import recorded_model_args, set_recorded_model_args
@@ -28,7 +29,6 @@ def saved_model_args(cfg: Dict[str, Any]) -> Dict[str, Any]:
         architecture = saved.get('architecture')
         model_args = saved.get('model_args', {})
     elif cfg.get('hf_hub_id'):
-        from timm.models import load_model_config_from_hf
         _, architecture, model_args = load_model_config_from_hf(cfg['hf_hub_id'])
         source = f'hf-hub:{cfg["hf_hub_id"]} config.json'
         model_args = model_args or {}
@@ -52,12 +52,12 @@ def saved_config(cfg) -> Optional[str]:
 
 def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) -> nn.Module:
     """timm's ``build_model_with_cfg`` with our checkpoint filter and getter features, the entry point of every
-    continuous-depth model's kwargs (flat solver kwargs are folded into ``solver`` here). With ``pretrained=True``
+    registered model's kwargs (the matched discrete baselines' too; flat solver kwargs are folded into ``solver``
+    here). With ``pretrained=True``
     and a model class ``cls``, the ``model_args`` of the weights' own ``config.json`` (:func:`saved_model_args`) are
     the defaults, as timm's ``local-dir:`` applies them (explicit kwargs win), and are recorded as construction
     args, so ``save_for_hf`` exports them. An error while reading the weights becomes a ValueError naming their
     source."""
-    from timm.models import build_model_with_cfg, resolve_pretrained_cfg
     saved = {}
     # cls takes the model args
     if pretrained and 'pretrained_model_args' not in kwargs and isinstance(cls, type):
