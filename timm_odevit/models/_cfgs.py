@@ -23,12 +23,12 @@ CIFAR10_LABELS = (
 CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
 CIFAR100_CFG = dict(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD)
-IMAGENET_CFG = dict(
-    num_classes=1000,
+IMAGENET_INPUT = dict(
     input_size=(3, 224, 224),
     mean=IMAGENET_DEFAULT_MEAN,
     std=IMAGENET_DEFAULT_STD,
 )
+IMAGENET_CFG = dict(IMAGENET_INPUT, num_classes=1000)
 
 PACKAGED_WEIGHTS_DIR = pathlib.Path(__file__).resolve().parents[1] / 'weights'
 
@@ -45,9 +45,8 @@ def cifar_cfg(packaged: str = '', **kwargs) -> Dict:
     ``packaged``: the ``<model>.<tag>`` whose weights ship inside the package (:func:`packaged_weights`): its
     ``file``, which timm loads before ``hf_hub_id`` (an explicit ``hf-hub:`` name still goes to the Hub); left
     out when the file is not installed, so timm falls back to ``hf_hub_id``."""
-    file = packaged_weights(packaged) if packaged else None
-    if file is not None and file.is_file():
-        kwargs = {'file': str(file), **kwargs}
+    if packaged and packaged_weights(packaged).is_file():
+        kwargs = {'file': str(packaged_weights(packaged)), **kwargs}
     return {
         'url': '',
         'num_classes': 10,

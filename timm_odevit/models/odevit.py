@@ -21,14 +21,13 @@ from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from torch import nn
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
 from timm.models import generate_default_cfgs, register_model
 
 from ..layers import ODEViTField, SolverConfig, solver_config, spectral_init_
 from ..layers.spectral_init import SPECTRAL_INIT_TYPES
 from ._builder import build_continuous_depth_model
-from ._cfgs import CIFAR10_LABELS, CIFAR100_CFG, cifar_cfg
+from ._cfgs import CIFAR10_LABELS, CIFAR100_CFG, IMAGENET_INPUT, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
 from ._common import ContinuousDepthViT
 
@@ -98,7 +97,6 @@ class ODEViT(ContinuousDepthViT):
                 class_token, fc_norm, dynamic_img_size, dynamic_img_pad, drop_rate, pos_drop_rate, patch_drop_rate;
                 :class:`ContinuousDepthViT`).
         """
-        dd = {'device': device, 'dtype': dtype}
         if head_init not in HEAD_INITS:
             raise ValueError(f'Unknown head_init {head_init!r}; choose one of {HEAD_INITS}')
         super().__init__(
@@ -112,7 +110,8 @@ class ODEViT(ContinuousDepthViT):
                 proj_drop_rate=proj_drop_rate,
                 drop_path_rate=drop_path_rate,
             ),
-            **dd,
+            device=device,
+            dtype=dtype,
             **kwargs,
         )
         self.head_init = head_init
@@ -128,7 +127,8 @@ class ODEViT(ContinuousDepthViT):
             proj_drop=proj_drop_rate,
             drop_path=drop_path_rate,
             time_conditioned=time_conditioned,
-            **dd,
+            device=device,
+            dtype=dtype,
         )
         self._set_depth(field, solver_config(solver), train_depth, 'steps')
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
@@ -140,7 +140,8 @@ class ODEViT(ContinuousDepthViT):
         model built on the meta device and moved with ``to_empty`` is fully initialised. On the meta device every
         step is a no-op."""
         for m in self.modules():
-            if needs_reset and hasattr(m, 'reset_parameters') and not isinstance(m, SPECTRAL_INIT_TYPES):
+            reset = needs_reset and not isinstance(m, SPECTRAL_INIT_TYPES)
+            if reset and hasattr(m, 'reset_parameters'):
                 m.reset_parameters()
         spectral_init_(self)
         for token in (self.pos_embed, self.cls_token, self.reg_token):
@@ -217,12 +218,8 @@ default_cfgs = generate_default_cfgs(
             label_names=CIFAR10_LABELS,
         ),
         'odevit_small_cifar': _cfg(**CIFAR100_CFG),
-        'odevit_small_patch16_224': _cfg(
-            input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
-        ),
-        'odevit_base_patch16_224': _cfg(
-            input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
-        ),
+        'odevit_small_patch16_224': _cfg(**IMAGENET_INPUT),
+        'odevit_base_patch16_224': _cfg(**IMAGENET_INPUT),
     }
 )
 
