@@ -14,7 +14,7 @@ from .._checks import check_int, is_int, is_real
 from .._compat import TimmPosEmbed, vit_pos_embed
 from ..layers import ContinuousDepthStack, SolverConfig
 from ..layers.diagnostics import explain_non_finite
-from ._cfgs import follow_input_size, image_channels
+from ._cfgs import follow_input_size
 from .base import ContinuousDepthMixin
 
 
@@ -90,8 +90,9 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         # a ViT the arguments cannot describe: a ValueError naming the argument (before torch fails deep inside, or
         # builds something else); an unknown global_pool is timm's AssertionError, which names it
         check_patch_grid(img_size, patch_size)
-        for name, value in (('in_chans', in_chans), ('embed_dim', embed_dim), ('num_heads', num_heads)):
-            check_int(name, value)
+        check_int('in_chans', in_chans)
+        check_int('embed_dim', embed_dim)
+        check_int('num_heads', num_heads)
         if not is_real(mlp_ratio) or not math.isfinite(mlp_ratio) or int(embed_dim * mlp_ratio) < 1:
             raise ValueError(
                 f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}'
@@ -141,8 +142,13 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
             )
         )
 
-    def _set_depth(self, field: nn.Module, solver, train_depth: Optional[Sequence[int]] = None,
-                   train_dial: str = 'steps') -> None:
+    def _set_depth(
+            self,
+            field: nn.Module,
+            solver,
+            train_depth: Optional[Sequence[int]],
+            train_dial: str,
+    ) -> None:
         self.blocks = ContinuousDepthStack(field, solver)
         self.blocks.set_train_depth(train_depth, train_dial)
 
@@ -216,7 +222,7 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         input_size follows unless it said another size than the model's."""
         check_patch_grid(self.patch_embed.img_size if img_size is None else img_size,
                          self.patch_embed.patch_size if patch_size is None else patch_size)
-        built = (image_channels(self), *self.patch_embed.img_size)
+        built = (self.in_chans, *self.patch_embed.img_size)
         with _pos_embed_prefix(self):
             super().set_input_size(img_size=img_size, patch_size=patch_size)
         # the data config follows, as save_for_hf's reload would resolve it

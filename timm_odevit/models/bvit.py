@@ -90,7 +90,8 @@ class BViT(ContinuousDepthViT):
         # (an unknown field is BlockField's ValueError)
         if regime not in REGIMES or stage_heads not in STAGE_HEADS:
             raise ValueError(
-                f'Unknown regime {regime!r} or stage_heads {stage_heads!r}: use {REGIMES} / {STAGE_HEADS}'
+                f'Unknown regime {regime!r} or stage_heads {stage_heads!r}: use {REGIMES} / '
+                f'{STAGE_HEADS}'
             )
         if regime == 'recurrent' and field == 'naive':
             raise ValueError(
@@ -174,10 +175,6 @@ class BViT(ContinuousDepthViT):
                 trunc_normal_(token, std=1e-6)
 
     # ---- depth ------------------------------------------------------------------------------
-    @property
-    def block(self) -> nn.Module:
-        return self.field.block
-
     @property
     def iterations(self) -> int:
         """Current horizon T (recurrent iterations, or ODE time span)."""
