@@ -14,7 +14,7 @@ from PIL import Image
 
 import timm_odevit  # noqa: F401
 from timm_odevit import hub
-from timm_odevit.models._common import CIFAR10_LABELS
+from timm_odevit.models._cfgs import CIFAR10_LABELS
 
 
 def _image_folder(root: pathlib.Path, split: str, classes, per_class: int = 2) -> pathlib.Path:

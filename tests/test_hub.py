@@ -576,7 +576,7 @@ def test_an_odeified_vit_with_train_depth_saved_with_save_for_hf_reloads(tmp_pat
 def test_the_packaged_config_json_supplies_the_released_settings(tag):
     """One source of released settings: the config.json packaged beside the weights (a copy of the release's), read
     as local-dir: reads it; explicit kwargs win, and the settings are recorded for save_for_hf."""
-    from timm_odevit.models._common import packaged_weights
+    from timm_odevit.models._cfgs import packaged_weights
     release = pathlib.Path(__file__).resolve().parents[1] / 'release' / tag
     assert packaged_weights(tag).with_name('config.json').read_bytes() == (release / 'config.json').read_bytes()
     model = timm.create_model(tag, pretrained=True)

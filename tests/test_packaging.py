@@ -13,7 +13,7 @@ import torch
 
 import timm_odevit  # noqa: F401
 from timm.models import _builder
-from timm_odevit.models._common import PACKAGED_WEIGHTS_DIR, packaged_weights
+from timm_odevit.models._cfgs import PACKAGED_WEIGHTS_DIR, packaged_weights
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGED = ('odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10')

@@ -755,7 +755,7 @@ def main(argv=None) -> None:
             speed_record = read_json(args.speed_record) if args.speed_record else None
             package = None
             if not args.no_package_weights:
-                from timm_odevit.models._common import packaged_weights
+                from timm_odevit.models._cfgs import packaged_weights
                 candidate = packaged_weights(pathlib.Path(args.release_dir).name).parent
                 package = candidate if candidate.is_dir() else None
             out = release_cycle(args.run_dir, args.release_dir, args.command, args.eval_dir, args.eval_split,

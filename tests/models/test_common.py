@@ -75,7 +75,7 @@ def test_a_saved_config_that_builds_no_model_names_the_file_and_field(tmp_path, 
 def test_weights_of_another_architecture_in_a_pretrained_cfg_overlay_are_named():
     """A bViT's released file given to an ODE-ViT: its config.json's model args went to the ODE-ViT ('unexpected
     keyword argument stages')."""
-    from timm_odevit.models._common import packaged_weights
+    from timm_odevit.models._cfgs import packaged_weights
     file = packaged_weights('bvit_tiny_cifar.c10')
     if not file.is_file():
         pytest.skip('the packaged bViT weights are not installed')

@@ -176,7 +176,7 @@ def test_dynamic_size_is_written_as_not_fixed(tmp_path):
     assert loaded(_x(48)).shape == (2, 10)
     fixed, config = _reload(_build('odevit'), tmp_path / 'fixed')
     assert config['pretrained_cfg']['fixed_input_size'] is True
-    with pytest.raises(ValueError, match='built for 32x32 images, got 48x48'):
+    with pytest.raises(AssertionError, match=r"Input height \(48\) doesn't match model \(32\)"):
         fixed(_x(48))
 
 
@@ -338,9 +338,10 @@ def test_fullgraph_compile_compiles_and_eager_keeps_the_finiteness_check(name):
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize('name, dial', [('odevit_tiny_cifar', 'steps=N'), ('bvit_tiny_cifar', 'iterations=N')])
-def test_a_vit_depth_argument_names_what_stands_for_it(name, dial):
-    with pytest.raises(TypeError, match=f'{name} has no depth argument: its depth is {dial}'):
+@pytest.mark.parametrize('name', ['odevit_tiny_cifar', 'bvit_tiny_cifar'])
+def test_a_vit_depth_argument_is_refused(name):
+    """timm's ViT kwarg has no meaning here (the depth is steps / iterations): Python's TypeError names it."""
+    with pytest.raises(TypeError, match="unexpected keyword argument 'depth'"):
         timm.create_model(name, depth=12)
 
 

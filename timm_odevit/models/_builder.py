@@ -1,10 +1,10 @@
 """Building a continuous-depth model through timm's ``build_model_with_cfg``: the model args saved with its
 weights, the checkpoint filter, and errors that name the weights' source."""
-import inspect
 import pathlib
 from typing import Any, Dict, Optional
 
 from torch import nn
+from timm.models import build_model_with_cfg, load_model_config_from_hf, resolve_pretrained_cfg
 
 from .._checks import check_dict, check_int, read_json
 from .._compat import recorded_model_args, set_recorded_model_args
@@ -15,31 +15,25 @@ from ._checkpoint import checkpoint_filter_fn
 def saved_model_args(cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The ``model_args`` of the ``config.json`` published with the weights of a resolved pretrained cfg that
     timm has not read it for (``local-dir:`` / ``hf-hub:`` names have): beside a weights ``file`` (the packaged
-    releases), or on the Hub beside ``hf_hub_id``'s weights; {} when there is none."""
+    releases), or on the Hub beside ``hf_hub_id``'s weights; {} when there is none. A ValueError names the file when
+    they are another model's (e.g. a bViT's file in an ODE-ViT's ``pretrained_cfg_overlay``) or the model args are
+    not a mapping."""
     if cfg.get('source') in ('local-dir', 'hf-hub'):
         return {}
     if cfg.get('file'):
         weights = pathlib.Path(cfg['file'])
-        config = weights.with_name('config.json')
-        if not (weights.is_file() and config.is_file()):
+        source = weights.with_name('config.json')
+        if not (weights.is_file() and source.is_file()):
             return {}
-        saved = read_json(config)
-        return _own_model_args(cfg, saved.get('architecture'), saved.get('model_args', {}), config)
-    if cfg.get('hf_hub_id'):
-        from timm.models import load_model_config_from_hf
+        saved = read_json(source)
+        architecture = saved.get('architecture')
+        model_args = saved.get('model_args', {})
+    elif cfg.get('hf_hub_id'):
         _, architecture, model_args = load_model_config_from_hf(cfg['hf_hub_id'])
-        return _own_model_args(
-            cfg, architecture, model_args or {}, f'hf-hub:{cfg["hf_hub_id"]} config.json'
-        )
-    return {}
-
-
-def _own_model_args(
-    cfg: Dict[str, Any], architecture: Optional[str], model_args, source
-) -> Dict[str, Any]:
-    """The ``model_args`` of the config.json at ``source`` when it describes weights of ``cfg``'s architecture; a
-    ValueError naming the file when they are another model's (e.g. a bViT's file in an ODE-ViT's
-    ``pretrained_cfg_overlay``) or the model args are not a mapping."""
+        source = f'hf-hub:{cfg["hf_hub_id"]} config.json'
+        model_args = model_args or {}
+    else:
+        return {}
     if architecture is not None and cfg.get('architecture') not in (None, architecture):
         raise ValueError(
             f'{source} says its weights are of {architecture!r}, not of {cfg["architecture"]!r}: create '
@@ -58,20 +52,12 @@ def saved_config(cfg) -> Optional[str]:
 
 def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) -> nn.Module:
     """timm's ``build_model_with_cfg`` with our checkpoint filter and getter features, the entry point of every
-    continuous-depth model's kwargs (flat solver kwargs are folded into ``solver`` here). With ``pretrained=True``
+    registered model's kwargs (the matched discrete baselines' too; flat solver kwargs are folded into ``solver``
+    here). With ``pretrained=True``
     and a model class ``cls``, the ``model_args`` of the weights' own ``config.json`` (:func:`saved_model_args`) are
     the defaults, as timm's ``local-dir:`` applies them (explicit kwargs win), and are recorded as construction
     args, so ``save_for_hf`` exports them. An error while reading the weights becomes a ValueError naming their
     source."""
-    from timm.models import build_model_with_cfg, resolve_pretrained_cfg
-    # timm's ViT kwarg: say what stands for it, not a bare TypeError
-    if 'depth' in kwargs and isinstance(cls, type):
-        dials = (
-            'iterations=N or steps=N'
-            if 'iterations' in inspect.signature(cls).parameters
-            else 'steps=N'
-        )
-        raise TypeError(f'{variant} has no depth argument: its depth is {dials}')
     saved = {}
     # cls takes the model args
     if pretrained and 'pretrained_model_args' not in kwargs and isinstance(cls, type):
@@ -80,17 +66,17 @@ def build_continuous_depth_model(cls, variant: str, pretrained: bool, **kwargs) 
         kwargs = dict(saved, **kwargs, pretrained_model_args=saved)
     given_cfg = kwargs.get('pretrained_cfg')
     source = saved_config(given_cfg)
+    # timm compares it with the model's to keep or drop the classifier: a malformed one would drop it silently
     if isinstance(given_cfg, dict) and given_cfg.get('num_classes') is not None:
         check_int(f'{source or "pretrained_cfg"}: num_classes', given_cfg['num_classes'], 0)
     stage = []
-    filter_fn = kwargs.pop('pretrained_filter_fn', checkpoint_filter_fn)
 
     def construct(**model_kwargs):  # marks where construction ends and loading the weights starts
         stage.append(cls(**fold_flat_solver_kwargs(model_kwargs)))
         return stage[0]
 
     def load_filter(state_dict, model):  # ... and where loading ends
-        out = filter_fn(state_dict, model)
+        out = checkpoint_filter_fn(state_dict, model)
         stage.append('loaded')
         return out
     kwargs.setdefault(

@@ -4,6 +4,7 @@ import pathlib
 from typing import Dict, Optional, Sequence, Tuple
 
 from torch import nn
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -21,6 +22,13 @@ CIFAR10_LABELS = (
 )
 CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
+CIFAR100_CFG = dict(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD)
+IMAGENET_INPUT = dict(
+    input_size=(3, 224, 224),
+    mean=IMAGENET_DEFAULT_MEAN,
+    std=IMAGENET_DEFAULT_STD,
+)
+IMAGENET_CFG = dict(IMAGENET_INPUT, num_classes=1000)
 
 PACKAGED_WEIGHTS_DIR = pathlib.Path(__file__).resolve().parents[1] / 'weights'
 
@@ -32,21 +40,18 @@ def packaged_weights(name: str) -> pathlib.Path:
     return PACKAGED_WEIGHTS_DIR / name / 'model.safetensors'
 
 
-def cifar_cfg(url: str = '', packaged: str = '', **kwargs) -> Dict:
-    """timm pretrained cfg for a 32 px CIFAR-10 model (override num_classes / mean / std / input_size).
+def cifar_cfg(packaged: str = '', **kwargs) -> Dict:
+    """timm pretrained cfg for a 32 px CIFAR-10 model (override url / num_classes / mean / std / input_size).
     ``packaged``: the ``<model>.<tag>`` whose weights ship inside the package (:func:`packaged_weights`): its
     ``file``, which timm loads before ``hf_hub_id`` (an explicit ``hf-hub:`` name still goes to the Hub); left
     out when the file is not installed, so timm falls back to ``hf_hub_id``."""
-    file = packaged_weights(packaged) if packaged else None
-    if file is not None and file.is_file():
-        kwargs = {'file': str(file), **kwargs}
+    if packaged and packaged_weights(packaged).is_file():
+        kwargs = {'file': str(packaged_weights(packaged)), **kwargs}
     return {
-        'url': url,
+        'url': '',
         'num_classes': 10,
         'input_size': (3, 32, 32),
-        'pool_size': None,
         'crop_pct': 1.0,
-        'interpolation': 'bicubic',
         # True: a model takes other sizes only when built with dynamic_img_size=True
         'fixed_input_size': True,
         'mean': CIFAR10_MEAN,
@@ -76,11 +81,9 @@ def follow_input_size(model: nn.Module, built: Optional[Tuple[int, ...]] = None)
 
 
 def image_channels(model: nn.Module) -> int:
-    """The image channels a ViT reads: its first conv's (the pretrained cfg's ``first_conv``, e.g. a hybrid ViT's
-    backbone stem), else its patch projection's."""
-    first = (getattr(model, 'pretrained_cfg', None) or {}).get('first_conv')
-    conv = dict(model.named_modules()).get(first) if first else None
-    return getattr(conv, 'in_channels', None) or model.patch_embed.proj.in_channels
+    """The image channels a timm ViT reads (its ``in_chans``: a hybrid ViT's backbone stem reads them, its patch
+    projection reads the stem's features)."""
+    return model.in_chans
 
 
 def per_channel(values: Sequence[float], channels: int) -> Tuple[float, ...]:

@@ -52,33 +52,29 @@ def checkpoint_filter_fn(
         'stage_heads.',
         f"{cfg.get('first_conv') or 'patch_embed.proj'}.",
     )
-    out, pooling_adapted = _adapt_pooling_head(out, model, cfg, allow)
-    check_state_dict(
-        model,
-        out,
-        source='pretrained weights',
-        allow=allow + (POOLING_HEAD if pooling_adapted else ()),
-    )
+    out, allow = _adapt_pooling_head(out, model, cfg, allow)
+    check_state_dict(model, out, source='pretrained weights', allow=allow)
     return out
 
 
 def _adapt_pooling_head(state: Dict[str, torch.Tensor], model: nn.Module, cfg: dict,
-                        allow: tuple) -> Tuple[Dict[str, torch.Tensor], bool]:
+                        allow: tuple) -> Tuple[Dict[str, torch.Tensor], tuple]:
     """Weights trained with another ``global_pool`` than the model's: the pooling their saved model args name
     (``model.pretrained_model_args``: ``local-dir:``, ``hf-hub:``, the packaged releases), or, unrecorded, a
     pooling head of other keys (timm's ViT puts the final norm at ``norm`` for 'token' / 'map', at ``fc_norm``
     for 'avg'; 'map' adds ``attn_pool``). Models without a final norm have the same keys for every pooling, so
     the key sets alone cannot tell. With a new classifier (``num_classes`` differs from the weights') the pooling
     head the weights lack starts fresh (warned) and theirs is dropped, as timm's ViT does; with the weights'
-    classifier kept, a ValueError names ``global_pool``. Returns (state, adapted)."""
+    classifier kept, a ValueError names ``global_pool``. Returns (state, the key prefixes the weights' check
+    allows: ``allow``, and the pooling head's when adapted)."""
     own = model.state_dict()
     differ = [k for k in set(own) ^ set(state) if not k.startswith(allow)]
-    pool = getattr(model, 'global_pool', None)
+    pool = model.global_pool
     trained = (getattr(model, 'pretrained_model_args', None) or {}).get('global_pool')
     if (differ and not all(k.startswith(POOLING_HEAD) for k in differ)) or (
         not differ and trained in (None, pool)
     ):
-        return state, False
+        return state, allow
     if cfg.get('num_classes') is None or model.num_classes == cfg.get('num_classes'):
         raise ValueError(
             f"the pretrained weights were trained with global_pool={trained or 'another'!r}, not "
@@ -93,7 +89,7 @@ def _adapt_pooling_head(state: Dict[str, torch.Tensor], model: nn.Module, cfg: d
         f"{what or 'the pooling has no weights of its own'} (the classifier is new too: "
         f'num_classes={model.num_classes})'
     )
-    return {k: v for k, v in state.items() if k not in dropped}, True
+    return {k: v for k, v in state.items() if k not in dropped}, allow + POOLING_HEAD
 
 
 def _init_missing_stage_heads(

@@ -1,29 +1,20 @@
 """The base class of the model families: timm's ``VisionTransformer`` whose ``blocks`` is a
-:class:`ContinuousDepthStack`. The CIFAR cfgs (:mod:`._cfgs`), the input checks (:mod:`._inputs`), the checkpoint
-weights (:mod:`._checkpoint`) and the builder (:mod:`._builder`) live beside it."""
+:class:`ContinuousDepthStack`. The CIFAR cfgs (:mod:`._cfgs`), the checkpoint weights (:mod:`._checkpoint`) and the
+builder (:mod:`._builder`) live beside it."""
 import contextlib
 import math
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
-from timm.layers import resample_abs_pos_embed
+from timm.layers import resample_abs_pos_embed, to_2tuple
 from timm.models.vision_transformer import VisionTransformer
 
-from .._checks import check_int, is_real
+from .._checks import check_int, is_int, is_real
 from .._compat import TimmPosEmbed, vit_pos_embed
 from ..layers import ContinuousDepthStack, SolverConfig
 from ..layers.diagnostics import explain_non_finite
-from ._cfgs import (  # noqa: F401  (CIFAR cfgs and packaged weights: imported from here by tests and tools)
-    CIFAR10_LABELS,
-    CIFAR10_MEAN,
-    CIFAR100_MEAN,
-    PACKAGED_WEIGHTS_DIR,
-    follow_input_size,
-    image_channels,
-    packaged_weights,
-)
-from ._inputs import CheckedPatchEmbed, _check_pool, check_patch_grid
+from ._cfgs import follow_input_size
 from .base import ContinuousDepthMixin
 
 
@@ -45,17 +36,16 @@ def _pos_embed_prefix(model: VisionTransformer):
         model.num_prefix_tokens = saved
 
 
-def reset_parameters_(model: nn.Module, skip: Tuple[type, ...] = ()) -> None:
-    """``reset_parameters()`` of every submodule that has one, but those of the ``skip`` types (what the model's
-    own init sets): what timm's ``init_weights(needs_reset=True)`` does, so that a model built on the meta device
-    and moved with ``to_empty`` is fully initialised (norms, patch-embedding conv) by ``init_weights()``."""
-    for m in model.modules():
-        if (
-            m is not model
-            and not isinstance(m, skip)
-            and callable(getattr(m, 'reset_parameters', None))
-        ):
-            m.reset_parameters()
+def check_patch_grid(img_size, patch_size) -> None:
+    """ValueError unless ``img_size`` and ``patch_size`` are positive integers (or pairs), the image size divisible by
+    the patch size (timm's patch embedding would drop the remainder)."""
+    img = to_2tuple(img_size)
+    patch = to_2tuple(patch_size)
+    for name, value in (('img_size', img), ('patch_size', patch)):
+        if not all(is_int(v) and v >= 1 for v in value):
+            raise ValueError(f'{name} must be positive integers, got {value!r}')
+    if img[0] % patch[0] or img[1] % patch[1]:
+        raise ValueError(f'img_size {img} is not divisible by patch_size {patch}')
 
 
 class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
@@ -63,9 +53,10 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
 
     Everything is timm's ViT (embedding, pooling incl. fc_norm / attention pooling, head,
     forward_features / forward_intermediates / get_intermediate_layers, prune, set_input_size,
-    feature_info, group_matcher) except: registers carry no position embedding (pos_embed covers
-    [CLS] + patches, the ODE-ViT reference), input errors are ValueErrors naming the problem, and
-    grad checkpointing recomputes each field evaluation inside the integration. A subclass builds
+    feature_info, group_matcher, the checks of the input images) except: registers carry no position embedding
+    (pos_embed covers [CLS] + patches, the ODE-ViT reference), construction arguments that would build another model
+    than asked for are ValueErrors naming them, and grad checkpointing recomputes each field evaluation inside the
+    integration. A subclass builds
     its field and calls :meth:`_set_depth`. What timm reads off the model after construction (feature_info, the
     recorded model args, pruning) follows the stack (:class:`ContinuousDepthMixin`).
     """
@@ -96,11 +87,12 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         """timm's ``VisionTransformer`` arguments (``depth`` excepted: a subclass sets the depth with
         :meth:`_set_depth`); ``field_drop_rates``: the subclass's drop rates inside the field (name -> value),
         checked here."""
-        # a ViT the arguments cannot describe: a ValueError naming the argument (before torch fails deep inside)
-        _check_pool(global_pool, class_token)
+        # a ViT the arguments cannot describe: a ValueError naming the argument (before torch fails deep inside, or
+        # builds something else); an unknown global_pool is timm's AssertionError, which names it
         check_patch_grid(img_size, patch_size)
-        for name, value in (('in_chans', in_chans), ('embed_dim', embed_dim), ('num_heads', num_heads)):
-            check_int(name, value)
+        check_int('in_chans', in_chans)
+        check_int('embed_dim', embed_dim)
+        check_int('num_heads', num_heads)
         if not is_real(mlp_ratio) or not math.isfinite(mlp_ratio) or int(embed_dim * mlp_ratio) < 1:
             raise ValueError(
                 f'mlp_ratio must be a finite number with embed_dim·mlp_ratio >= 1, got {mlp_ratio!r}'
@@ -136,7 +128,6 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
             pos_drop_rate=pos_drop_rate,
             patch_drop_rate=patch_drop_rate,
             weight_init='skip',
-            embed_layer=CheckedPatchEmbed,
             norm_layer=nn.LayerNorm,
             device=device,
             dtype=dtype,
@@ -151,8 +142,13 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
             )
         )
 
-    def _set_depth(self, field: nn.Module, solver, train_depth: Optional[Sequence[int]] = None,
-                   train_dial: str = 'steps') -> None:
+    def _set_depth(
+            self,
+            field: nn.Module,
+            solver,
+            train_depth: Optional[Sequence[int]],
+            train_dial: str,
+    ) -> None:
         self.blocks = ContinuousDepthStack(field, solver)
         self.blocks.set_train_depth(train_depth, train_dial)
 
@@ -196,8 +192,6 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         """Recompute each field (block) evaluation in backward instead of storing its activations.
         timm's checkpointing of whole blocks is not used: the intervals share one integration."""
         self.blocks.grad_checkpointing = enable
-        if hasattr(self.patch_embed, 'set_grad_checkpointing'):
-            self.patch_embed.set_grad_checkpointing(enable)
 
     # ---- tokens -------------------------------------------------------------------------------
     def embed_positions(self, x: torch.Tensor) -> torch.Tensor:
@@ -228,7 +222,7 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         input_size follows unless it said another size than the model's."""
         check_patch_grid(self.patch_embed.img_size if img_size is None else img_size,
                          self.patch_embed.patch_size if patch_size is None else patch_size)
-        built = (image_channels(self), *self.patch_embed.img_size)
+        built = (self.in_chans, *self.patch_embed.img_size)
         with _pos_embed_prefix(self):
             super().set_input_size(img_size=img_size, patch_size=patch_size)
         # the data config follows, as save_for_hf's reload would resolve it
@@ -257,7 +251,6 @@ class ContinuousDepthViT(ContinuousDepthMixin, TimmPosEmbed, VisionTransformer):
         )
 
     def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
-        check_int('num_classes', num_classes, 0)  # 0: no classifier, features only
-        if global_pool is not None:
-            _check_pool(global_pool, self.has_class_token)
+        # timm's builds no classifier for num_classes < 1 (0: features only), and checks global_pool
+        check_int('num_classes', num_classes, 0)
         super().reset_classifier(num_classes, global_pool)

@@ -5,7 +5,7 @@ from typing import Optional, Sequence
 
 import torch
 from torch import nn
-from timm.layers import LayerScale
+from timm.layers import LayerScale, get_device_dtype
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
 from timm.utils import freeze as timm_freeze
 
@@ -14,22 +14,22 @@ from ..layers import ODEViTField, spectral_init_
 
 @torch.no_grad()
 def source_block(blocks: nn.Sequential, init: str) -> nn.Module:
+    """A copy of the block odeify's field starts from: block k (``init='block:k'``), the parameter mean of all
+    blocks ('mean'), or a block of their layout initialised timm's way ('random')."""
+    block = copy.deepcopy(blocks[0])
     if init == 'random':
-        block = copy.deepcopy(blocks[0])
         block.apply(init_weights_vit_timm)  # linears timm's way, every other module reset (norms)
-        return block
-    if init == 'mean':
-        block = copy.deepcopy(blocks[0])
+    elif init == 'mean':
         for name, p in block.named_parameters():
             p.copy_(torch.stack([b.get_parameter(name) for b in blocks]).mean(0))
-        return block
-    if init.startswith('block:'):
+    elif init.startswith('block:'):
         try:
-            k = int(init.split(':', 1)[1])
-            return copy.deepcopy(blocks[k])
+            block = copy.deepcopy(blocks[int(init.split(':', 1)[1])])
         except (ValueError, IndexError):
             raise ValueError(f'init {init!r}: the model has blocks 0..{len(blocks) - 1}') from None
-    raise ValueError(f"Unknown init {init!r}; choose 'block:k', 'mean' or 'random'")
+    else:
+        raise ValueError(f"Unknown init {init!r}; choose 'block:k', 'mean' or 'random'")
+    return block
 
 
 def _scaled(weight: torch.Tensor, scale: Optional[nn.Module]) -> torch.Tensor:
@@ -40,35 +40,24 @@ def _scaled(weight: torch.Tensor, scale: Optional[nn.Module]) -> torch.Tensor:
 
 @torch.no_grad()
 def odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
-    """The ODE-ViT field from a timm ``Block``'s attention and MLP; LayerScale gammas are folded
-    into the output projections (γ ⊙ W x = (diag γ W) x)."""
-    layout = ('norm1', 'attn.qkv', 'attn.proj', 'mlp.fc1', 'mlp.fc2')
-    modules = dict(block.named_modules())
-    missing = [n for n in layout if not isinstance(modules.get(n), (nn.Linear, nn.LayerNorm))]
-    if missing:
-        raise ValueError(
-            f"field='odevit' rebuilds the ODE-ViT field from a timm Block, but {type(block).__name__} "
-            f"lacks {missing}: use field='state_subtracted', which wraps any block"
-        )
+    """The ODE-ViT field from a timm ``Block``'s attention and MLP (``norm1``, ``attn.qkv`` / ``attn.proj``,
+    ``mlp.fc1`` / ``mlp.fc2``: a block of another layout, e.g. timm's parallel blocks, raises torch's AttributeError
+    naming the part it lacks; field='state_subtracted' wraps any block); LayerScale gammas are folded into the
+    output projections (γ ⊙ W x = (diag γ W) x)."""
     dim = block.norm1.normalized_shape[0]
-    w = block.attn.qkv.weight
     field = ODEViTField(dim, block.attn.num_heads, mlp_ratio=block.mlp.fc1.out_features / dim,
-                        depth_scale=float(depth), device=w.device, dtype=w.dtype)
+                        depth_scale=float(depth), **get_device_dtype(block))
     spectral_init_(field)
     if init != 'random':  # attention and MLP weights carry over; CenterNorm/bias-free parts cannot
         field.attn.qkv.weight.copy_(block.attn.qkv.weight)
-        field.attn.proj.weight.copy_(_scaled(block.attn.proj.weight, modules.get('ls1')))
+        field.attn.proj.weight.copy_(_scaled(block.attn.proj.weight, getattr(block, 'ls1', None)))
         field.mlp.fc1.weight.copy_(block.mlp.fc1.weight)
-        field.mlp.fc2.weight.copy_(_scaled(block.mlp.fc2.weight, modules.get('ls2')))
+        field.mlp.fc2.weight.copy_(_scaled(block.mlp.fc2.weight, getattr(block, 'ls2', None)))
     return field
 
 
 def freeze_parts(model: VisionTransformer, names: Sequence[str]) -> None:
     """Fix the weights of the named parts of ``model`` (modules through timm's ``freeze``, or parameters)."""
-    if isinstance(names, str):
-        raise TypeError(
-            f"freeze takes a list of names, got the string {names!r}: write e.g. freeze=['head']"
-        )
     modules = dict(model.named_modules())
     params = dict(model.named_parameters())
     unknown = [n for n in names if n not in params and (n not in modules or n in ('', 'blocks'))]

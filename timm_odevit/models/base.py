@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Union
 
 from .._compat import TimmModelArgs
 from ..layers import ContinuousDepthStack
-from ..layers.solver import FLAT_SOLVER_KWARGS, flat_solver_kwargs
+from ..layers.solver import flat_solver_kwargs
 
 __all__ = ['ContinuousDepthMixin']
 
@@ -55,7 +55,8 @@ class ContinuousDepthMixin(TimmModelArgs):
         if not isinstance(self.blocks, ContinuousDepthStack):
             return dict(self.recorded_args)
         depth = self.depth_args()
-        args = {k: v for k, v in self.recorded_args.items() if k not in depth and k not in FLAT_SOLVER_KWARGS}
+        # (depth names every solver kwarg: flat_solver_kwargs gives them all)
+        args = {k: v for k, v in self.recorded_args.items() if k not in depth}
         args.update({k: v for k, v in depth.items() if v is not None})
         return args
 

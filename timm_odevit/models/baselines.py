@@ -15,19 +15,20 @@ Beside ODE-ViT (its tokens, [CLS] + 10 registers + patches, patch size, MLP rati
                                            of odevit_tiny_cifar at its trained grid, 6 Euler steps
                                            (tested), with ~6× the parameters
 """
+import functools
 from typing import Any, Dict
 
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
-from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
+from timm.models import generate_default_cfgs, register_model
+from timm.models.vision_transformer import VisionTransformer
 
-from ._cfgs import cifar_cfg
-from .bvit import BASE, CIFAR100_CFG, IMAGENET_CFG, SMALL, TINY
+from ._builder import build_continuous_depth_model
+from ._cfgs import CIFAR100_CFG, IMAGENET_CFG, cifar_cfg
+from .bvit import BASE, SMALL, TINY
 
 __all__ = []
 
 
-def _cfg(url: str = '', paper_ids: str = 'arXiv:2608.04879', **kwargs) -> Dict[str, Any]:
-    return cifar_cfg(url, paper_ids=paper_ids, **kwargs)
+_cfg = functools.partial(cifar_cfg, paper_ids='arXiv:2608.04879')
 
 
 default_cfgs = generate_default_cfgs(
@@ -50,16 +51,9 @@ _ODEVIT_TINY = dict(
 ODEVIT_TINY_TRAINED_STEPS = 6
 
 
-def _create_baseline(variant: str, pretrained: bool = False, **kwargs) -> VisionTransformer:
-    feature_cfg = dict(out_indices=kwargs.pop('out_indices', 3), feature_cls='getter')
-    return build_model_with_cfg(
-        VisionTransformer,
-        variant,
-        pretrained,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        feature_cfg=feature_cfg,
-        **kwargs,
-    )
+# built as the continuous-depth models are: timm's getter features, the checkpoint filter, a data cfg of the size
+# the model was built for
+_create_baseline = functools.partial(build_continuous_depth_model, VisionTransformer)
 
 
 def _params_matched(size: Dict[str, Any]) -> Dict[str, Any]:

@@ -17,24 +17,23 @@ Deep supervision: ``stages`` lists the time points (1-based) with a classificati
 stage, ``stage_weights``), computed by :class:`timm_odevit.tasks.DeepSupervisionTask`. ``set_iterations(n)`` runs
 the block n times at inference. The matched discrete baselines are in :mod:`.baselines`.
 """
+import functools
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.layers import trunc_normal_
-from timm.models import generate_default_cfgs, register_model
-from timm.models.vision_transformer import Block
+from timm.layers import get_device_dtype, trunc_normal_
+from timm.models import generate_default_cfgs, named_apply, register_model
+from timm.models.vision_transformer import Block, init_weights_vit_timm
 
 from .._checks import check_int
 from ..layers import BlockField, SolverConfig, solver_config
-from ..layers.block_fields import FIELD_TYPES
-from ..layers.solver import FLAT_SOLVER_KWARGS, flat_solver_kwargs
+from ..layers.solver import flat_solver_kwargs
 from ._builder import build_continuous_depth_model
-from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
+from ._cfgs import CIFAR10_LABELS, CIFAR100_CFG, IMAGENET_CFG, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
-from ._common import ContinuousDepthViT, embed_tokens, reset_parameters_
+from ._common import ContinuousDepthViT, embed_tokens
 from ._stages import check_stages, normalised_weights
 
 __all__ = ['BViT', 'checkpoint_filter_fn']
@@ -88,10 +87,11 @@ class BViT(ContinuousDepthViT):
             attn_drop_rate, proj_drop_rate, drop_path_rate: the block's dropouts.
             kwargs: timm's VisionTransformer arguments (:class:`ContinuousDepthViT`).
         """
-        if regime not in REGIMES or stage_heads not in STAGE_HEADS or field not in FIELD_TYPES:
+        # (an unknown field is BlockField's ValueError)
+        if regime not in REGIMES or stage_heads not in STAGE_HEADS:
             raise ValueError(
-                f'Unknown regime {regime!r}, stage_heads {stage_heads!r} or field {field!r}: use {REGIMES} / '
-                f'{STAGE_HEADS} / {FIELD_TYPES}'
+                f'Unknown regime {regime!r} or stage_heads {stage_heads!r}: use {REGIMES} / '
+                f'{STAGE_HEADS}'
             )
         if regime == 'recurrent' and field == 'naive':
             raise ValueError(
@@ -164,27 +164,17 @@ class BViT(ContinuousDepthViT):
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
 
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
-        """timm ViT init: truncated-normal(0.02) linears, zero biases, position embedding
-        truncated-normal(0.02), [CLS] / registers normal(1e-6) (``mode`` is timm's, unused); ``needs_reset``:
-        the other modules (patch-embedding conv, norms) reset their parameters too, as timm's ViT does."""
-        if needs_reset:
-            reset_parameters_(self, skip=(nn.Linear,))
-        for m in self.modules():
-            if isinstance(m, nn.Linear) and not m.weight.is_meta:
-                trunc_normal_(m.weight, std=.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-        if not self.pos_embed.is_meta:
-            trunc_normal_(self.pos_embed, std=.02)
-            for token in (self.cls_token, self.reg_token):
-                if token is not None:
-                    trunc_normal_(token, std=1e-6)
+        """timm ViT init (``init_weights_vit_timm``): truncated-normal(0.02) linears, zero biases, position embedding
+        truncated-normal(0.02), [CLS] / registers truncated-normal(1e-6) (``mode`` is timm's, unused); ``needs_reset``:
+        the other modules (patch-embedding conv, norms) reset their parameters too, as timm's ViT does. On the meta
+        device every step is a no-op."""
+        named_apply(functools.partial(init_weights_vit_timm, needs_reset=needs_reset), self)
+        trunc_normal_(self.pos_embed, std=.02)
+        for token in (self.cls_token, self.reg_token):
+            if token is not None:
+                trunc_normal_(token, std=1e-6)
 
     # ---- depth ------------------------------------------------------------------------------
-    @property
-    def block(self) -> nn.Module:
-        return self.field.block
-
     @property
     def iterations(self) -> int:
         """Current horizon T (recurrent iterations, or ODE time span)."""
@@ -210,16 +200,17 @@ class BViT(ContinuousDepthViT):
     def depth_args(self) -> Dict[str, Any]:
         """The depth's settings as BViT kwargs: the horizon t_end is ``iterations``; the recurrence is
         regime='recurrent' with only ``check_finite`` of its solver settings."""
-        flat = dict(flat_solver_kwargs(self.blocks.solver), t_end=None)
+        solver = self.blocks.solver
+        flat = dict(flat_solver_kwargs(solver), t_end=None)
         if self.regime == 'recurrent':
-            flat = {} if self.blocks.solver.check_finite else {'check_finite': False}
-        dropped = dict.fromkeys(('solver',) + FLAT_SOLVER_KWARGS)
-        return {**super().depth_args(), **dropped, **flat, 'iterations': self.iterations, 'regime': self.regime}
+            flat = dict.fromkeys(flat)
+            flat['check_finite'] = None if solver.check_finite else False
+        return {**super().depth_args(), **flat, 'iterations': self.iterations, 'regime': self.regime}
 
     # ---- heads --------------------------------------------------------------------------------
     def _new_stage_heads(self, num_classes: int) -> nn.ModuleList:
         n = len(self.stages) - 1 if self.stage_head_type == 'separate' else 0
-        dd = {'device': self.pos_embed.device, 'dtype': self.pos_embed.dtype}
+        dd = get_device_dtype(self)  # timm's, as its reset_classifier builds the head
         heads = [nn.Linear(self.embed_dim, num_classes, **dd) if num_classes > 0 else nn.Identity() for _ in range(n)]
         return nn.ModuleList(heads).train(self.training)
 
@@ -250,17 +241,7 @@ class BViT(ContinuousDepthViT):
         return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
 
 
-def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
-    return cifar_cfg(url, paper_ids='arXiv:2608.04879', **kwargs)
-
-
-CIFAR100_CFG = dict(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD)
-IMAGENET_CFG = dict(
-    num_classes=1000,
-    input_size=(3, 224, 224),
-    mean=IMAGENET_DEFAULT_MEAN,
-    std=IMAGENET_DEFAULT_STD,
-)
+_cfg = functools.partial(cifar_cfg, paper_ids='arXiv:2608.04879')
 
 # Released weights (release/<name>.<tag>/): trained with the default regime (recurrent, T = 12).
 default_cfgs = generate_default_cfgs(

@@ -51,8 +51,7 @@ def _odeified_cfg(base_cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The base's pretrained_cfg (input size, normalisation, classifier) for architecture
     'vit_odeified', without the base's weight source (those are not the odeified model's weights)."""
     cfg = {k: v for k, v in base_cfg.items() if k not in _SOURCE_KEYS}
-    cfg.update(architecture='vit_odeified', paper_ids='arXiv:2511.16501', custom_load=False)
-    return cfg
+    return dict(cfg, architecture='vit_odeified', paper_ids='arXiv:2511.16501', custom_load=False)
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,7 +125,7 @@ def odeify(
     converted.__class__ = odeified_class(type(model))  # the user's timm class stays untouched
     freeze_parts(converted, freeze)
     converted.blocks = ContinuousDepthStack(vector_field, config)
-    base_cfg = dict(getattr(model, 'pretrained_cfg', None) or {})
+    base_cfg = getattr(model, 'pretrained_cfg', None) or {}
     base = base_cfg.get('architecture')
     converted.pretrained_cfg = converted.default_cfg = _odeified_cfg(base_cfg)
     converted.record_model_args(dict(
@@ -140,9 +139,9 @@ def _base_cfg(base: str) -> Dict[str, Any]:
     ``hf-hub:`` weights (their ``config.json``), as timm's create_model reads it."""
     source, _, where = base.partition(':')
     if source == 'local-dir':
-        return dict(read_config(where).get('pretrained_cfg') or {})
+        return read_config(where).get('pretrained_cfg') or {}
     if source == 'hf-hub':
-        return dict(load_model_config_from_hf(where)[0])
+        return load_model_config_from_hf(where)[0]
     return resolve_pretrained_cfg(base).to_dict()
 
 
@@ -161,38 +160,16 @@ default_cfgs = generate_default_cfgs(
 )
 
 
-def _build_odeified(
-    base: str,
-    field: str,
-    init: str,
-    solver: Union[None, str, Dict[str, Any], SolverConfig],
-    base_pretrained: bool,
-    train_depth: Optional[Sequence[int]] = None,
-    base_cache_dir: Optional[str] = None,
-    freeze: Sequence[str] = (),
-    **kwargs,
-) -> VisionTransformer:
-    vit = create_model(base, pretrained=base_pretrained, cache_dir=base_cache_dir, **kwargs)
-    model = odeify(vit, field=field, init=init, solver=solver, freeze=freeze)
-    model.blocks.set_train_depth(train_depth)  # None: a fixed grid
-    return model
-
-
 @register_model
 def vit_odeified(
         pretrained: bool = False,
         base: str = 'vit_tiny_patch16_224',
-        field: str = 'state_subtracted',
-        init: str = 'mean',
-        train_depth: Optional[Sequence[int]] = None,
-        freeze: Sequence[str] = (),
-        solver: Union[None, str, Dict[str, Any], SolverConfig] = None,
         **kwargs,
 ) -> VisionTransformer:
-    """timm ViT ``base`` (a registered name, ``local-dir:`` or ``hf-hub:``; other kwargs go to it) converted by
-    odeify(field, init, solver, freeze) (default solver: Euler over the base's depth; the flat solver kwargs of the old
-    spelling are read too, ``layers.solver.FLAT_SOLVER_KWARGS``); ``train_depth``: anytime training
-    (``blocks.set_train_depth``).
+    """timm ViT ``base`` (a registered name, ``local-dir:`` or ``hf-hub:``; kwargs other than odeify's go to it)
+    converted by odeify(field='state_subtracted', init='mean', solver=None, freeze=()) (default solver: Euler over the
+    base's depth; the flat solver kwargs of the old spelling are read too, ``layers.solver.FLAT_SOLVER_KWARGS``);
+    ``train_depth``: anytime training (``blocks.set_train_depth``, default None: the fixed grid).
 
     The paper's plug & play student, in a trained ViT's shell (its patch embedding, [CLS], position embedding, final
     norm and classifier, fixed) with a new ODE-ViT field at its width::
@@ -204,34 +181,41 @@ def vit_odeified(
     ``pretrained=True`` loads the odeified model's own weights when its pretrained_cfg has a source
     (``local-dir:``, ``hf-hub:``, a ``pretrained_cfg_overlay`` file/url); without one, the BASE's
     pretrained weights before the conversion (plug & play from train.py: ``--pretrained``)."""
-    cfg = kwargs.pop('pretrained_cfg', None)
     overlay = kwargs.pop('pretrained_cfg_overlay', None)
-    if cfg:  # a saved vit_odeified (local-dir:, hf-hub:) or an explicit cfg
-        cfg = resolve_pretrained_cfg(
-            'vit_odeified', pretrained_cfg=cfg, pretrained_cfg_overlay=overlay
-        ).to_dict()
-    else:  # the base's input size and normalisation, under this architecture's name
-        cfg = _odeified_cfg(_base_cfg(base))
-        cfg.update(overlay or {})
+    # a saved vit_odeified's (local-dir:, hf-hub:) or an explicit cfg; else the base's input size and normalisation,
+    # under this architecture's name
+    cfg = kwargs.pop('pretrained_cfg', None) or _odeified_cfg(_base_cfg(base))
+    cfg = resolve_pretrained_cfg(
+        'vit_odeified', pretrained_cfg=cfg, pretrained_cfg_overlay=overlay
+    ).to_dict()
     own_weights = pretrained and any(cfg.get(k) for k in ('url', 'file', 'state_dict', 'hf_hub_id'))
-    if pretrained and not own_weights:
+    base_pretrained = pretrained and not own_weights
+    if base_pretrained:
         _logger.info(
             f'vit_odeified: no weights of its own in the pretrained cfg; loading {base} weights, then odeify'
         )
+
+    def odeified(
+            field='state_subtracted',
+            init='mean',
+            solver=None,
+            freeze=(),
+            train_depth=None,
+            **base_kwargs,
+    ):
+        """The base created (kwargs other than odeify's and ``train_depth`` are the base's), then odeified."""
+        vit = create_model(
+            base, pretrained=base_pretrained, cache_dir=kwargs.get('cache_dir'), **base_kwargs
+        )
+        model = odeify(vit, field=field, init=init, solver=solver, freeze=freeze)
+        model.blocks.set_train_depth(train_depth)  # None: a fixed grid
+        return model
     return build_continuous_depth_model(
-        _build_odeified,
+        odeified,
         'vit_odeified',
         own_weights,
         # (in cfg already; says what the caller set)
         pretrained_cfg=cfg,
         pretrained_cfg_overlay=overlay,
-        base=base,
-        field=field,
-        init=init,
-        solver=solver,
-        base_pretrained=pretrained and not own_weights,
-        train_depth=train_depth,
-        freeze=freeze,
-        base_cache_dir=kwargs.get('cache_dir'),
         **kwargs,
     )

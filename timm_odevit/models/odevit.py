@@ -16,20 +16,20 @@ is spectrally initialised (including the attention in-projection; conv bias 0), 
 changeable after training, and a blow-up raises an error instead of NaN logits. bench/odevit_parity.py
 trains both side by side.
 """
+import functools
 from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 from torch import nn
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
 from timm.models import generate_default_cfgs, register_model
 
 from ..layers import ODEViTField, SolverConfig, solver_config, spectral_init_
 from ..layers.spectral_init import SPECTRAL_INIT_TYPES
 from ._builder import build_continuous_depth_model
-from ._cfgs import CIFAR10_LABELS, CIFAR100_MEAN, CIFAR100_STD, cifar_cfg
+from ._cfgs import CIFAR10_LABELS, CIFAR100_CFG, IMAGENET_INPUT, cifar_cfg
 from ._checkpoint import checkpoint_filter_fn
-from ._common import ContinuousDepthViT, reset_parameters_
+from ._common import ContinuousDepthViT
 
 __all__ = ['ODEViT', 'checkpoint_filter_fn']
 HEAD_INITS = ('trunc_normal', 'spectral')
@@ -97,7 +97,6 @@ class ODEViT(ContinuousDepthViT):
                 class_token, fc_norm, dynamic_img_size, dynamic_img_pad, drop_rate, pos_drop_rate, patch_drop_rate;
                 :class:`ContinuousDepthViT`).
         """
-        dd = {'device': device, 'dtype': dtype}
         if head_init not in HEAD_INITS:
             raise ValueError(f'Unknown head_init {head_init!r}; choose one of {HEAD_INITS}')
         super().__init__(
@@ -111,7 +110,8 @@ class ODEViT(ContinuousDepthViT):
                 proj_drop_rate=proj_drop_rate,
                 drop_path_rate=drop_path_rate,
             ),
-            **dd,
+            device=device,
+            dtype=dtype,
             **kwargs,
         )
         self.head_init = head_init
@@ -127,7 +127,8 @@ class ODEViT(ContinuousDepthViT):
             proj_drop=proj_drop_rate,
             drop_path=drop_path_rate,
             time_conditioned=time_conditioned,
-            **dd,
+            device=device,
+            dtype=dtype,
         )
         self._set_depth(field, solver_config(solver), train_depth, 'steps')
         self.init_weights(needs_reset=False)  # the other modules initialised themselves
@@ -135,12 +136,14 @@ class ODEViT(ContinuousDepthViT):
     def init_weights(self, mode: str = '', needs_reset: bool = True) -> None:
         """Spectral init of every linear/conv (as the reference code) but the classifier (``head_init``); [CLS],
         registers and position embedding truncated-normal with std 0.02, as in the reference code (``mode`` is timm's,
-        unused); ``needs_reset``: the other modules (norms) reset their parameters too, as timm's ViT does."""
-        if needs_reset:
-            reset_parameters_(self, skip=SPECTRAL_INIT_TYPES)
+        unused); ``needs_reset``: the other modules (norms) reset their parameters too, as timm's ViT does, so that a
+        model built on the meta device and moved with ``to_empty`` is fully initialised. On the meta device every
+        step is a no-op."""
+        for m in self.modules():
+            reset = needs_reset and not isinstance(m, SPECTRAL_INIT_TYPES)
+            if reset and hasattr(m, 'reset_parameters'):
+                m.reset_parameters()
         spectral_init_(self)
-        if self.pos_embed.is_meta:
-            return
         for token in (self.pos_embed, self.cls_token, self.reg_token):
             if token is not None:
                 trunc_normal_(token, std=.02)
@@ -199,15 +202,11 @@ def weight_diagnosis(model: 'ODEViT') -> str:
     return text
 
 
-def _cfg(url: str = '', **kwargs) -> Dict[str, Any]:
-    return cifar_cfg(
-        url,
-        paper_ids='arXiv:2511.16501',
-        paper_name=(
-            'ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an ODE'
-        ),
-        **kwargs,
-    )
+_cfg = functools.partial(
+    cifar_cfg,
+    paper_ids='arXiv:2511.16501',
+    paper_name='ODE-ViT: Plug & Play Attention Layer from the Generalization of the ViT as an ODE',
+)
 
 
 # Released weights: release/<name>.<tag>/, packaged with their config.json (the settings they were trained with).
@@ -218,13 +217,9 @@ default_cfgs = generate_default_cfgs(
             packaged='odevit_tiny_cifar.c10',
             label_names=CIFAR10_LABELS,
         ),
-        'odevit_small_cifar': _cfg(num_classes=100, mean=CIFAR100_MEAN, std=CIFAR100_STD),
-        'odevit_small_patch16_224': _cfg(
-            input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
-        ),
-        'odevit_base_patch16_224': _cfg(
-            input_size=(3, 224, 224), mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
-        ),
+        'odevit_small_cifar': _cfg(**CIFAR100_CFG),
+        'odevit_small_patch16_224': _cfg(**IMAGENET_INPUT),
+        'odevit_base_patch16_224': _cfg(**IMAGENET_INPUT),
     }
 )
 

@@ -23,7 +23,7 @@ from PIL import Image
 
 import timm_odevit  # noqa: F401
 from timm_odevit import hub
-from timm_odevit.models._common import CIFAR10_LABELS
+from timm_odevit.models._cfgs import CIFAR10_LABELS
 from timm_odevit.data import image_folder
 from timm_odevit.evaluation import evaluate_grids
 from tools import atomic, cycle
