@@ -17,7 +17,6 @@ class SharedDepthState:
     def __init__(self, root: nn.Module):
         self.root = root
         self.nfe = 0
-        self.walked = 0
         self.last_interval: Optional[int] = None
         self.walk: Optional[tuple] = None
         self.deferred: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
@@ -60,15 +59,28 @@ class DepthInterval(nn.Module):
     ) -> torch.Tensor:
         check_no_mask(attn_mask, is_causal)
         stack = self.stack
-        if getattr(stack, str(self.index), None) is not self:
+        shared = self.shared
+        i = self.index
+        if getattr(stack, str(i), None) is not self:
             raise RuntimeError(
-                f'interval {self.index} was removed by a grid change to {len(stack)} intervals: take '
+                f'interval {i} was removed by a grid change to {len(stack)} intervals: take '
                 'model.blocks[i] again, or trace the torch.fx graph again'
             )
         if self.training and stack.train_depth is not None:
-            raise stack.drawn_error(f'interval {self.index} steps through')
-        out = stack.run_interval(x, self.index)
-        return stack.checked(x, out) if self.shared.deferred is None else out
+            raise stack.drawn_error(f'interval {i} steps through')
+        walk = shared.walk
+        grad = torch.is_grad_enabled()
+        if walk is not None and walk[0] == i and walk[1] == grad and walk[2] is x:
+            states = walk[3]
+            evals = 0
+        else:
+            states, evals = stack._advance(x, i, stack.solver)
+        shared.walk = (i + 1, grad, states[0], states[1:]) if len(states) > 1 else None
+        if shared.last_interval != i - 1:  # consecutive intervals (a walk) count together
+            shared.nfe = 0
+        shared.nfe += evals
+        shared.last_interval = i
+        return stack.checked(x, states[0])
 
     def extra_repr(self) -> str:
         h = self.stack.solver.h
