@@ -45,13 +45,6 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
         self.grad_checkpointing = False
         self.solver = solver if solver is not None else SolverConfig()
 
-    def __prepare_scriptable__(self):
-        """torch.jit.script calls this on every submodule first: say why it cannot work."""
-        raise RuntimeError(
-            'TorchScript cannot compile the ODE depth of timm_odevit models (ContinuousDepthStack), '
-            'whose solver is Python: use torch.compile, torch.export or torch.fx instead, or run eagerly'
-        )
-
     @property
     def field(self) -> nn.Module:
         """The shared vector field (registered once, as ``0.field``)."""
@@ -191,16 +184,11 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
 
     def _walk_intervals(self, x: torch.Tensor, stop: int) -> List[torch.Tensor]:
         """X(t_1) … X(t_stop) through the interval modules, the last checked once."""
-        shared = self.shared
-        outer = shared.deferred
-        shared.deferred = []  # the intervals leave their checks to us
         states = [x]
-        try:
+        with self.deferred_checks():  # the intervals leave their checks to us
             for interval in list(self)[:stop]:
                 states.append(interval(states[-1]))
-        finally:
-            shared.deferred = outer
-        shared.last_interval = None
+        self.shared.last_interval = None
         self.checked(x, states[-1])
         return states[1:]
 
@@ -212,7 +200,7 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
             return out
         if self.shared.deferred is not None:
             self.shared.deferred.append((x0, out))
-        elif not bool(torch.isfinite(out.detach()).all()):
+        elif not bool(torch.isfinite(out).all()):
             raise explain_non_finite(x0, self.field, self.solver)
         return out
 
@@ -220,20 +208,20 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
     def deferred_checks(self) -> Iterator[List[Tuple[torch.Tensor, torch.Tensor]]]:
         """Leave the finiteness checks of final states to the caller inside the block: the list it yields collects
         (X(0), final state) pairs (a model checks them with its logits, one device sync)."""
+        outer = self.shared.deferred
         self.shared.deferred = []
         try:
             yield self.shared.deferred
         finally:
-            self.shared.deferred = None
+            self.shared.deferred = outer
 
     def trajectory(self, x: torch.Tensor, indices: Sequence[int]) -> torch.Tensor:
         """States at time points ``indices`` (0-based, increasing: index i is t_{i+1}) from X(0),
         shape (len(indices), B, N, D). Integration stops at the largest index."""
-        increasing = indices and sorted(set(indices)) == list(indices)
-        if not increasing or not 0 <= indices[0] <= indices[-1] < len(self):
+        # strictly increasing, all on the grid
+        if not indices or sorted(set(indices) & set(range(len(self)))) != list(indices):
             raise ValueError(f'indices must increase within 0..{len(self) - 1}, got {list(indices)}')
-        if self.training and self.shared.root.train_depth is not None:
-            raise self.drawn_error('a trajectory reads the time points of')
+        # in training mode with train_depth, the intervals refuse (drawn_error)
         states = self._walk_intervals(x, indices[-1] + 1)
         return torch.stack([states[i] for i in indices])
 

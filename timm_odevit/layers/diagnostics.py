@@ -22,7 +22,7 @@ def active_stochastic_modules(module: nn.Module) -> List[str]:
     """Names of the submodules that make ``module`` random in its current mode: dropout with p > 0
     and drop-path / drop-block (timm's ``drop_prob``) with drop_prob > 0, in training mode."""
     return [
-        name or type(module).__name__
+        name
         for name, m in module.named_modules()
         if m.training and (m.p if isinstance(m, _DROPOUTS) else getattr(m, 'drop_prob', 0)) > 0
     ]

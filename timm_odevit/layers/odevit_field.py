@@ -13,17 +13,15 @@ _NORMS = {'center': CenterNorm, 'layer': nn.LayerNorm}
 
 
 class TimeEmbedding(nn.Module):
-    """e(t) = W · [sin(2πkt/T), cos(2πkt/T)]_{k=1..F}: a learned time code for non-autonomous fields.
+    """e(t) = W · [sin(2πkt), cos(2πkt)]_{k=1..F}: a learned time code for non-autonomous fields (period 1: an
+    ODE-ViT integrates over t ∈ [0, 1]).
 
     W starts at zero, so a time-conditioned field starts out identical to the autonomous one.
     """
 
-    def __init__(
-        self, dim: int, num_frequencies: int = 8, period: float = 1.0, device=None, dtype=None
-    ):
+    def __init__(self, dim: int, num_frequencies: int = 8, device=None, dtype=None):
         super().__init__()
         self.num_frequencies = num_frequencies
-        self.period = period
         self.proj = nn.Linear(2 * num_frequencies, dim, bias=False, device=device, dtype=dtype)
         # computed, not saved
         self.register_buffer('freqs', None, persistent=False)
@@ -33,7 +31,7 @@ class TimeEmbedding(nn.Module):
         """Compute ``freqs`` (float32, on the weights' device): timm's hook for computed buffers
         (``timm.models._manipulate.reinit_non_persistent_buffers``), e.g. after ``to_empty`` or ``half()``."""
         k = torch.arange(1, self.num_frequencies + 1, device=self.proj.weight.device, dtype=torch.float32)
-        self.freqs = 2 * math.pi * k / self.period
+        self.freqs = 2 * math.pi * k
 
     def reset_parameters(self) -> None:
         """The initial state: W = 0, ``freqs`` recomputed (a meta-device build moved with ``to_empty``)."""

@@ -28,7 +28,7 @@ TABLEAUS: Dict[str, tuple] = {
     ),
 }
 # field evaluations/step
-RUNGE_KUTTA_METHODS: Dict[str, int] = {name: len(c) for name, (c, _, _) in TABLEAUS.items()}
+RUNGE_KUTTA_METHODS: Dict[str, int] = {name: len(table[0]) for name, table in TABLEAUS.items()}
 ADAMS_METHODS = ('explicit_adams', 'implicit_adams')
 ADAPTIVE_METHODS = ('dopri5', 'dopri8', 'bosh3', 'fehlberg2', 'adaptive_heun')
 METHODS = tuple(RUNGE_KUTTA_METHODS) + ADAMS_METHODS + ADAPTIVE_METHODS
@@ -241,18 +241,13 @@ FLAT_SOLVER_KWARGS = (
 def flat_solver_kwargs(config: SolverConfig) -> Dict[str, Any]:
     """``config`` as flat model kwargs (:data:`FLAT_SOLVER_KWARGS`, ``solver`` the method), as exports record it
     (None: no such kwarg)."""
-    return dict(
-        solver=config.method,
+    fields = dict(
+        dataclasses.asdict(config),
         steps=None if config.step_size else config.steps,
-        step_size=config.step_size,
-        t_end=config.t_end,
-        rtol=config.rtol,
-        atol=config.atol,
-        adjoint=config.adjoint,
-        check_finite=config.check_finite,
         max_steps=config.to_dict().get('max_steps'),
         solver_options=dict(config.options) or None,
     )
+    return dict(solver=config.method, **{k: fields[k] for k in FLAT_SOLVER_KWARGS})
 
 
 def fold_flat_solver_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:

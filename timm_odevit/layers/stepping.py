@@ -32,8 +32,8 @@ def odeint_grid(
         x: torch.Tensor,
         t: torch.Tensor,
         config: SolverConfig,
-        params: Sequence[torch.Tensor] = (),
-        end_only: bool = False,
+        params: Sequence[torch.Tensor],
+        end_only: bool,
 ) -> torch.Tensor:
     """States at t[1:] from x at t[0] (a slice of the config's grid), one torchdiffeq ``odeint`` call (shape
     (len(t) - 1, *x.shape)); fixed-grid methods step from one grid point to the next. ``end_only`` (fixed-grid
