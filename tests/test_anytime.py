@@ -38,7 +38,7 @@ def _readouts(model, x):
 
 
 def _evals_per_step(model):
-    return model.blocks.solver.evals_per_step
+    return model.blocks.solver.exact_evals(1)
 
 
 def _split_confidence(model, x):

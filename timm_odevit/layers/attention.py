@@ -36,7 +36,6 @@ class ODEAttention(Attention):
     ):
         if attn_type not in ATTN_TYPES:
             raise ValueError(f'Unknown attn_type {attn_type!r}: choose one of {ATTN_TYPES}')
-        dd = {'device': device, 'dtype': dtype}
         super().__init__(
             dim,
             num_heads,
@@ -44,14 +43,15 @@ class ODEAttention(Attention):
             proj_bias=proj_bias,
             attn_drop=attn_drop,
             proj_drop=proj_drop,
-            **dd,
+            device=device,
+            dtype=dtype,
         )
         self.attn_type = attn_type
         if attn_type == 'l2':
             del self.qkv
             # tied W_Q = W_K
-            self.qk = nn.Linear(dim, dim, bias=qkv_bias, **dd)
-            self.v = nn.Linear(dim, dim, bias=qkv_bias, **dd)
+            self.qk = nn.Linear(dim, dim, bias=qkv_bias, device=device, dtype=dtype)
+            self.v = nn.Linear(dim, dim, bias=qkv_bias, device=device, dtype=dtype)
 
     def _l2_logits(self, x: torch.Tensor):
         """q (= k), v (B, H, N, d_h), the logit scale and the key bias:

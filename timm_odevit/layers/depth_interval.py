@@ -1,5 +1,5 @@
 """The interval modules of a :class:`~.depth_stack.ContinuousDepthStack`, and the state they share with it."""
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -17,9 +17,10 @@ class SharedDepthState:
     def __init__(self, root: nn.Module):
         self.root = root
         self.nfe = 0
-        self.last_interval = None  # the index of the interval that ran last, None after a whole integration
-        self.walk = None  # (next index, grad mode, its input X(t_i), the states after it) of an odeint solve
-        self.deferred = None  # a list of (X(0), state) pairs to check, or None: check now
+        self.walked = 0
+        self.last_interval: Optional[int] = None
+        self.walk: Optional[tuple] = None
+        self.deferred: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
 
 
 @register_notrace_module  # a leaf in torch.fx graphs: node 'blocks.i' is the state X(t_{i+1})
@@ -48,12 +49,8 @@ class DepthInterval(nn.Module):
         return self.shared.root
 
     def __prepare_scriptable__(self):
-        """torch.jit.script calls this on every submodule first (a stack's intervals, an FX graph module's too): say
-        why it cannot work."""
-        raise RuntimeError(
-            'TorchScript cannot compile the ODE depth of timm_odevit models (ContinuousDepthStack), '
-            'whose solver is Python: use torch.compile, torch.export or torch.fx instead, or run eagerly'
-        )
+        """torch.jit.script calls this on every submodule first (an FX graph module's intervals too)."""
+        return self.stack.__prepare_scriptable__()
 
     def forward(
             self,
@@ -63,28 +60,15 @@ class DepthInterval(nn.Module):
     ) -> torch.Tensor:
         check_no_mask(attn_mask, is_causal)
         stack = self.stack
-        shared = self.shared
-        i = self.index
-        if getattr(stack, str(i), None) is not self:
+        if getattr(stack, str(self.index), None) is not self:
             raise RuntimeError(
-                f'interval {i} was removed by a grid change to {len(stack)} intervals: take '
+                f'interval {self.index} was removed by a grid change to {len(stack)} intervals: take '
                 'model.blocks[i] again, or trace the torch.fx graph again'
             )
         if self.training and stack.train_depth is not None:
-            raise stack.drawn_error(f'interval {i} steps through')
-        walk = shared.walk
-        grad = torch.is_grad_enabled()
-        if walk is not None and walk[2] is x and walk[:2] == (i, grad):
-            states = walk[3]
-            evals = 0
-        else:
-            states, evals = stack._advance(x, i, stack.solver)
-        shared.walk = (i + 1, grad, states[0], states[1:]) if len(states) > 1 else None
-        if shared.last_interval != i - 1:  # consecutive intervals (a walk) count together
-            shared.nfe = 0
-        shared.nfe += evals
-        shared.last_interval = i
-        return stack.checked(x, states[0])
+            raise stack.drawn_error(f'interval {self.index} steps through')
+        out = stack.run_interval(x, self.index)
+        return stack.checked(x, out) if self.shared.deferred is None else out
 
     def extra_repr(self) -> str:
         h = self.stack.solver.h

@@ -13,12 +13,18 @@ import torch.fx
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .._compat import ODE_SOLVE_FAILURES, has_module_hooks
+from .._checks import is_int
+from .._compat import has_module_hooks
 from .depth_interval import DepthInterval, SharedDepthState
 from .diagnostics import active_stochastic_modules, any_hooks, check_no_mask, explain_non_finite
 from .solver import SolverConfig
 from .stepping import odeint_grid, rk_step
 from .train_depth import DrawnDepth
+
+
+def _time_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype of the times the field sees: float64 for a float64 state, else float32."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 class ContinuousDepthStack(DrawnDepth, nn.Module):
@@ -45,10 +51,17 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
         self.grad_checkpointing = False
         self.solver = solver if solver is not None else SolverConfig()
 
+    def __prepare_scriptable__(self):
+        """torch.jit.script calls this on every submodule first: say why it cannot work."""
+        raise RuntimeError(
+            'TorchScript cannot compile the ODE depth of timm_odevit models (ContinuousDepthStack), '
+            'whose solver is Python: use torch.compile, torch.export or torch.fx instead, or run eagerly'
+        )
+
     @property
     def field(self) -> nn.Module:
         """The shared vector field (registered once, as ``0.field``)."""
-        return getattr(self, '0').field
+        return self[0].field
 
     @property
     def solver(self) -> SolverConfig:
@@ -98,18 +111,21 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
         return self.solver.steps
 
     def __iter__(self) -> Iterator[DepthInterval]:
-        return self.children()  # in index order: a grid change adds and removes them at the end
+        return iter([getattr(self, str(i)) for i in range(len(self))])
 
     def __getitem__(self, item: Union[int, slice]) -> Union[DepthInterval, 'ContinuousDepthStack']:
-        intervals = list(self)
-        picked = intervals[item]
-        if not isinstance(item, slice):
-            return picked
-        if not picked or picked != intervals[:len(picked)]:
-            raise IndexError(f'a stack is cut only to its first n intervals ([:n], n <= {len(self)}), got {item}')
-        return self._view(picked)
+        if isinstance(item, slice):
+            start, stop, step = item.indices(len(self))
+            if start != 0 or step != 1 or stop < 1:
+                raise IndexError(
+                    f'a stack is cut only to its first n intervals ([:n], n <= {len(self)}), got {item}'
+                )
+            return self._view(stop)
+        if not is_int(item) or not -len(self) <= item < len(self):
+            raise IndexError(f'interval index {item!r} out of range for {len(self)} intervals')
+        return getattr(self, str(range(len(self))[item]))
 
-    def _not_editable(self, edit: str):
+    def _not_editable(self, edit: str, *args):
         raise TypeError(
             f'{edit} cannot edit a ContinuousDepthStack, whose intervals are grid steps of one shared '
             'field: change the depth with set_solver(steps=N), set_iterations(N) or truncate(n)'
@@ -125,21 +141,21 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
             self._not_editable(f'setting a module attribute ({name!r})')
         super().__setattr__(name, value)
 
-    def _view(self, intervals: List[DepthInterval]) -> 'ContinuousDepthStack':
-        """A stack of the first intervals: the same interval modules, a truncated solver, shared counters."""
+    def _view(self, n: int) -> 'ContinuousDepthStack':
+        """The first n intervals: the same interval modules, a truncated solver, shared counters."""
         view = ContinuousDepthStack.__new__(ContinuousDepthStack)
         nn.Module.__init__(view)
-        for m in intervals:
-            nn.Module.add_module(view, str(m.index), m)
+        for i in range(n):
+            nn.Module.add_module(view, str(i), self[i])
         view.shared = self.shared
-        view._solver = self.solver.truncated(len(intervals))
+        view._solver = self.solver.truncated(n)
         view.grad_checkpointing = self.grad_checkpointing
         return view
 
     def _f(self, t, x: torch.Tensor) -> torch.Tensor:
         """The field at time t (a float or a 0-dim tensor)."""
-        if not isinstance(t, torch.Tensor):  # float64 for a float64 state, else float32, as the grid
-            t = torch.tensor(t, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)
+        if not isinstance(t, torch.Tensor):
+            t = torch.tensor(t, dtype=_time_dtype(x), device=x.device)
         if self.grad_checkpointing and torch.is_grad_enabled() and not self.solver.adjoint:
             return checkpoint(self.field, t, x, use_reentrant=False)
         return self.field(t, x)
@@ -175,22 +191,48 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
             evals += 1
             return self._f(t, z)
 
-        t = cfg.grid(x.device, torch.promote_types(x.dtype, torch.float32))[i:]
+        t = cfg.grid(x.device, _time_dtype(x))[i:]
         try:
             states = odeint_grid(counted_f, x, t, cfg, self.field.parameters(), end_only)
-        except ODE_SOLVE_FAILURES as e:  # a failed adaptive solve ('underflow in dt nan')
+        except FloatingPointError as e:
             raise explain_non_finite(x, self.field, cfg, error=e) from None
         return list(states), evals
 
+    def run_interval(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        shared = self.shared
+        walk = shared.walk
+        grad = torch.is_grad_enabled()
+        if walk is not None and walk[0] == i and walk[1] == grad and walk[2] is x:
+            states = walk[3]
+            evals = 0
+        else:
+            states, evals = self._advance(x, i, self.solver)
+        shared.walk = (i + 1, grad, states[0], states[1:]) if len(states) > 1 else None
+        if shared.deferred is not None:  # walked by the stack, which sets nfe at the end
+            shared.walked += evals
+        else:
+            shared.nfe = evals + (shared.nfe if i > 0 and shared.last_interval == i - 1 else 0)
+            shared.last_interval = i
+        return states[0]
+
     def _walk_intervals(self, x: torch.Tensor, stop: int) -> List[torch.Tensor]:
         """X(t_1) … X(t_stop) through the interval modules, the last checked once."""
-        states = [x]
-        with self.deferred_checks():  # the intervals leave their checks to us
-            for interval in list(self)[:stop]:
-                states.append(interval(states[-1]))
-        self.shared.last_interval = None
-        self.checked(x, states[-1])
-        return states[1:]
+        shared = self.shared
+        x0 = x
+        states = []
+        outer = shared.deferred
+        shared.walked = 0
+        shared.deferred = outer if outer is not None else []  # the intervals leave the check to us
+        try:
+            for i in range(stop):
+                x = self[i](x)
+                states.append(x)
+        finally:
+            shared.deferred = outer
+        shared.nfe = shared.walked
+        shared.last_interval = None
+        self.checked(x0, x)
+        return states
 
     def checked(self, x0: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out`` after its finiteness check (one device sync) when ``check_finite`` is on, in eager mode; deferred
@@ -200,7 +242,7 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
             return out
         if self.shared.deferred is not None:
             self.shared.deferred.append((x0, out))
-        elif not bool(torch.isfinite(out).all()):
+        elif not bool(torch.isfinite(out.detach()).all()):
             raise explain_non_finite(x0, self.field, self.solver)
         return out
 
@@ -208,20 +250,20 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
     def deferred_checks(self) -> Iterator[List[Tuple[torch.Tensor, torch.Tensor]]]:
         """Leave the finiteness checks of final states to the caller inside the block: the list it yields collects
         (X(0), final state) pairs (a model checks them with its logits, one device sync)."""
-        outer = self.shared.deferred
         self.shared.deferred = []
         try:
             yield self.shared.deferred
         finally:
-            self.shared.deferred = outer
+            self.shared.deferred = None
 
     def trajectory(self, x: torch.Tensor, indices: Sequence[int]) -> torch.Tensor:
         """States at time points ``indices`` (0-based, increasing: index i is t_{i+1}) from X(0),
         shape (len(indices), B, N, D). Integration stops at the largest index."""
-        # strictly increasing, all on the grid
-        if not indices or sorted(set(indices) & set(range(len(self)))) != list(indices):
+        increasing = indices and sorted(set(indices)) == list(indices)
+        if not increasing or not 0 <= indices[0] <= indices[-1] < len(self):
             raise ValueError(f'indices must increase within 0..{len(self) - 1}, got {list(indices)}')
-        # in training mode with train_depth, the intervals refuse (drawn_error)
+        if self.training and self.shared.root.train_depth is not None:
+            raise self.drawn_error('a trajectory reads the time points of')
         states = self._walk_intervals(x, indices[-1] + 1)
         return torch.stack([states[i] for i in indices])
 

@@ -1,6 +1,6 @@
 """Diagnostics of a continuous-depth stack: what makes its field random (dropout, drop-path), masks it cannot
 take, hooks on its intervals, and the cause of a non-finite state."""
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import torch
 from torch import nn
@@ -22,7 +22,7 @@ def active_stochastic_modules(module: nn.Module) -> List[str]:
     """Names of the submodules that make ``module`` random in its current mode: dropout with p > 0
     and drop-path / drop-block (timm's ``drop_prob``) with drop_prob > 0, in training mode."""
     return [
-        name
+        name or type(module).__name__
         for name, m in module.named_modules()
         if m.training and (m.p if isinstance(m, _DROPOUTS) else getattr(m, 'drop_prob', 0)) > 0
     ]
@@ -41,8 +41,13 @@ def any_hooks(stack: nn.Module) -> bool:
     return any(map(has_module_hooks, stack)) or has_global_module_hooks()
 
 
-def _non_finite_parameters(module: nn.Module) -> List[str]:
-    names = [n for n, p in module.named_parameters() if not p.is_meta and not bool(torch.isfinite(p).all())]
+def _non_finite_parameters(module: nn.Module, skip: Sequence[nn.Parameter] = ()) -> List[str]:
+    skipped = set(map(id, skip))
+    names = [
+        n
+        for n, p in module.named_parameters()
+        if id(p) not in skipped and not p.is_meta and not bool(torch.isfinite(p).all())
+    ]
     return names[:4] + ([f'+{len(names) - 4} more'] if len(names) > 4 else [])
 
 
@@ -62,14 +67,17 @@ def explain_non_finite(
             'init_weights() after to_empty, or lower the lr if training diverged'
         )
     if not bool(torch.isfinite(x0).all()):
-        # the field's weights are finite (checked above): the model's others are named
-        bad = _non_finite_parameters(model) if model is not None else []
-        cause = 'the input images hold NaN/Inf (check torch.isfinite(images).all())'
+        bad = _non_finite_parameters(model, skip=list(field.parameters())) if model is not None else []
         if bad:
             cause = f'the model\'s weights hold NaN/Inf ({", ".join(bad)})'
         # a stack called outside its model's forward: the weights before it are not known here
         elif model is None:
-            cause += ', or the weights before the depth do'
+            cause = (
+                'the input images hold NaN/Inf (check torch.isfinite(images).all()), or the weights before the '
+                'depth do'
+            )
+        else:
+            cause = 'the input images hold NaN/Inf (check torch.isfinite(images).all())'
         return FloatingPointError(
             f'the state entering the ODE already holds NaN/Inf, so the dynamics are not the '
             f'cause: {cause}'
@@ -82,8 +90,7 @@ def explain_non_finite(
     if error is not None:  # a failed adaptive solve
         half = ': the adaptive step-size control failed in half precision: integrate in float32 or use a fixed grid'
         return FloatingPointError(
-            f'ODE solver failed ({config.describe()}): {error}'
-            + (half if dtypes & {torch.float16, torch.bfloat16} else '')
+            f'{error}' + (half if dtypes & {torch.float16, torch.bfloat16} else '')
         )
     if torch.float16 in dtypes:
         return FloatingPointError(

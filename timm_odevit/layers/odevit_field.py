@@ -10,28 +10,38 @@ from .attention import ODEAttention
 from .center_norm import CenterNorm
 
 _NORMS = {'center': CenterNorm, 'layer': nn.LayerNorm}
+FIELD_NORMS = tuple(_NORMS)
 
 
 class TimeEmbedding(nn.Module):
-    """e(t) = W · [sin(2πkt), cos(2πkt)]_{k=1..F}: a learned time code for non-autonomous fields (period 1: an
-    ODE-ViT integrates over t ∈ [0, 1]).
+    """e(t) = W · [sin(2πkt/T), cos(2πkt/T)]_{k=1..F}: a learned time code for non-autonomous fields.
 
     W starts at zero, so a time-conditioned field starts out identical to the autonomous one.
     """
 
-    def __init__(self, dim: int, num_frequencies: int = 8, device=None, dtype=None):
+    def __init__(
+        self, dim: int, num_frequencies: int = 8, period: float = 1.0, device=None, dtype=None
+    ):
         super().__init__()
         self.num_frequencies = num_frequencies
-        self.proj = nn.Linear(2 * num_frequencies, dim, bias=False, device=device, dtype=dtype)
+        self.period = period
         # computed, not saved
-        self.register_buffer('freqs', None, persistent=False)
-        self.reset_parameters()
+        self.register_buffer('freqs', self._frequencies(device), persistent=False)
+        self.proj = nn.Linear(2 * num_frequencies, dim, bias=False, device=device, dtype=dtype)
+        nn.init.zeros_(self.proj.weight)
+
+    def _frequencies(self, device=None) -> torch.Tensor:
+        return (
+            2
+            * math.pi
+            * torch.arange(1, self.num_frequencies + 1, device=device, dtype=torch.float32)
+            / self.period
+        )
 
     def init_non_persistent_buffers(self) -> None:
-        """Compute ``freqs`` (float32, on the weights' device): timm's hook for computed buffers
+        """Recompute ``freqs`` (float32, on the weights' device): timm's hook for computed buffers
         (``timm.models._manipulate.reinit_non_persistent_buffers``), e.g. after ``to_empty`` or ``half()``."""
-        k = torch.arange(1, self.num_frequencies + 1, device=self.proj.weight.device, dtype=torch.float32)
-        self.freqs = 2 * math.pi * k
+        self.freqs = self._frequencies(self.proj.weight.device)
 
     def reset_parameters(self) -> None:
         """The initial state: W = 0, ``freqs`` recomputed (a meta-device build moved with ``to_empty``)."""
@@ -77,7 +87,7 @@ class ODEViTField(nn.Module):
         super().__init__()
         dd = {'device': device, 'dtype': dtype}
         if norm not in _NORMS:
-            raise ValueError(f'Unknown field norm {norm!r}: choose one of {tuple(_NORMS)}')
+            raise ValueError(f'Unknown field norm {norm!r}: choose one of {FIELD_NORMS}')
         self.depth_scale = check_number('depth_scale', depth_scale, positive=True)
         self.time_embed = TimeEmbedding(dim, **dd) if time_conditioned else None
         self.norm_attn = _NORMS[norm](dim, **dd)

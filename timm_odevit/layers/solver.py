@@ -28,7 +28,7 @@ TABLEAUS: Dict[str, tuple] = {
     ),
 }
 # field evaluations/step
-RUNGE_KUTTA_METHODS: Dict[str, int] = {name: len(table[0]) for name, table in TABLEAUS.items()}
+RUNGE_KUTTA_METHODS: Dict[str, int] = {name: len(c) for name, (c, _, _) in TABLEAUS.items()}
 ADAMS_METHODS = ('explicit_adams', 'implicit_adams')
 ADAPTIVE_METHODS = ('dopri5', 'dopri8', 'bosh3', 'fehlberg2', 'adaptive_heun')
 METHODS = tuple(RUNGE_KUTTA_METHODS) + ADAMS_METHODS + ADAPTIVE_METHODS
@@ -163,6 +163,10 @@ class SolverConfig:
         del fields['steps' if self.step_size is not None else 'step_size']
         return {k: v for k, v in fields.items() if k in ('method', 'steps', 'step_size', 't_end') or v != defaults[k]}
 
+    def exact_evals(self, steps: int) -> Optional[int]:
+        """Field evaluations of ``steps`` grid steps when the method fixes them (Runge–Kutta), else None."""
+        return None if self.evals_per_step is None else steps * self.evals_per_step
+
     @property
     def h(self) -> float:
         return self.t_end / self.steps
@@ -170,6 +174,10 @@ class SolverConfig:
     def replace(self, **changes) -> 'SolverConfig':
         """A validated copy with ``changes``. ``steps`` and ``step_size`` replace each other; changing
         only ``t_end`` keeps the step length (``step_size``, or the current h)."""
+        names = [f.name for f in dataclasses.fields(self)]
+        unknown = sorted(set(changes) - set(names))
+        if unknown:
+            raise TypeError(f'unknown solver setting(s) {unknown}; valid: {", ".join(names)}')
         if 'steps' in changes and 'step_size' not in changes:
             changes['step_size'] = None
         elif 'step_size' in changes and 'steps' not in changes:
@@ -205,20 +213,13 @@ class SolverConfig:
 def solver_config(solver: Union[None, str, Dict[str, Any], SolverConfig], **defaults) -> SolverConfig:
     """The one spelling of solver settings, as models and :func:`odeify` take them: ``solver`` a
     :class:`SolverConfig` (taken as it is), a method name or a dict of its fields, read over ``defaults`` (fields
-    too; a given ``steps`` or ``step_size`` replaces the other's default), or None (the defaults)."""
+    too; a given ``step_size`` replaces the default ``steps``), or None (the defaults)."""
     if isinstance(solver, SolverConfig):
         return solver
-    return SolverConfig(**_fields_over(solver, defaults))
-
-
-def _fields_over(solver, defaults: dict) -> dict:
-    """``solver`` (a method name or a dict of fields) over ``defaults``, whose ``steps`` or ``step_size`` a given
-    other replaces."""
     fields = {'method': solver} if isinstance(solver, str) else check_dict('solver', solver or {})
-    for one, other in (('steps', 'step_size'), ('step_size', 'steps')):
-        if one in fields:
-            defaults.pop(other, None)
-    return {**defaults, **fields}
+    if 'step_size' in fields:
+        defaults.pop('steps', None)
+    return SolverConfig(**{**defaults, **fields})
 
 
 # Flat model kwargs (``solver='euler', steps=6``: ``solver`` the method, ``solver_options`` the options), as
@@ -241,13 +242,18 @@ FLAT_SOLVER_KWARGS = (
 def flat_solver_kwargs(config: SolverConfig) -> Dict[str, Any]:
     """``config`` as flat model kwargs (:data:`FLAT_SOLVER_KWARGS`, ``solver`` the method), as exports record it
     (None: no such kwarg)."""
-    fields = dict(
-        dataclasses.asdict(config),
+    return dict(
+        solver=config.method,
         steps=None if config.step_size else config.steps,
+        step_size=config.step_size,
+        t_end=config.t_end,
+        rtol=config.rtol,
+        atol=config.atol,
+        adjoint=config.adjoint,
+        check_finite=config.check_finite,
         max_steps=config.to_dict().get('max_steps'),
         solver_options=dict(config.options) or None,
     )
-    return dict(solver=config.method, **{k: fields[k] for k in FLAT_SOLVER_KWARGS})
 
 
 def fold_flat_solver_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
@@ -258,6 +264,12 @@ def fold_flat_solver_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     flat = {k: v for k, v in flat.items() if v is not None}
     if 'solver_options' in flat:
         flat['options'] = check_dict('solver_options (torchdiffeq options)', flat.pop('solver_options'))
-    if flat and not isinstance(kwargs.get('solver'), SolverConfig):
-        kwargs['solver'] = _fields_over(kwargs.get('solver'), flat)
+    solver = kwargs.get('solver')
+    if isinstance(solver, SolverConfig) or not flat:
+        return kwargs
+    given = {'method': solver} if isinstance(solver, str) else dict(solver or {})
+    for one, other in (('steps', 'step_size'), ('step_size', 'steps')):
+        if one in given:
+            flat.pop(other, None)
+    kwargs['solver'] = {**flat, **given}
     return kwargs

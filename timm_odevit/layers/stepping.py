@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 import torch
 from torchdiffeq import odeint, odeint_adjoint
 
+from .._compat import ODE_SOLVE_FAILURES
 from .solver import TABLEAUS, SolverConfig
 
 
@@ -32,8 +33,8 @@ def odeint_grid(
         x: torch.Tensor,
         t: torch.Tensor,
         config: SolverConfig,
-        params: Sequence[torch.Tensor],
-        end_only: bool,
+        params: Sequence[torch.Tensor] = (),
+        end_only: bool = False,
 ) -> torch.Tensor:
     """States at t[1:] from x at t[0] (a slice of the config's grid), one torchdiffeq ``odeint`` call (shape
     (len(t) - 1, *x.shape)); fixed-grid methods step from one grid point to the next. ``end_only`` (fixed-grid
@@ -61,6 +62,9 @@ def odeint_grid(
         rtol=config.rtol,
         atol=config.atol,
     )
-    if config.adjoint:
-        return odeint_adjoint(f, x, t, adjoint_params=tuple(params), **kwargs)[1:]
-    return odeint(f, x, t, **kwargs)[1:]
+    try:
+        if config.adjoint:
+            return odeint_adjoint(f, x, t, adjoint_params=tuple(params), **kwargs)[1:]
+        return odeint(f, x, t, **kwargs)[1:]
+    except ODE_SOLVE_FAILURES as e:  # a failed adaptive solve ('underflow in dt nan')
+        raise FloatingPointError(f'ODE solver failed ({config.describe()}): {e}') from e

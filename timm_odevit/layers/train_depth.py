@@ -19,12 +19,12 @@ class DrawnDepth:
     # class default: slices stack[:n] train on their own grid
     train_depth: Optional[Tuple[int, int]] = None
     train_dial: str = 'steps'
-    _shared_draw: Optional[random.Random] = None  # under torch.distributed, see _drawn_config
+    _shared_draw: Optional[random.Random] = None  # under torch.distributed, see _draw_depth
 
     def set_train_depth(self, depth_range: Optional[Sequence[int]], dial: Optional[str] = None) -> None:
         """Anytime training: every forward in training mode integrates a depth drawn uniformly from ``depth_range`` =
         (lo, hi), inclusive, with torch's global RNG (under torch.distributed the same depth on every rank, see
-        :meth:`_drawn_config`); eval mode and slices use the configured grid. ``dial``: what the depth counts, 'steps'
+        :meth:`_draw_depth`); eval mode and slices use the configured grid. ``dial``: what the depth counts, 'steps'
         (grid steps over [0, t_end]) or 'horizon' (the span [0, depth] at the same step length). None turns it off.
         torch.compile compiles one graph per drawn depth; ``fullgraph=True`` cannot compile the draw, a Python choice
         at run time: compile without it, or train on a fixed grid (train_depth None)."""
@@ -39,7 +39,7 @@ class DrawnDepth:
                 )
             depth_range = (int(lo), int(hi))
             # each must make a valid grid (max_steps, h)
-            for depth in range(lo, hi + 1):
+            for depth in range(depth_range[0], depth_range[1] + 1):
                 try:
                     self._depth_config(depth, dial)
                 except ValueError as e:
@@ -50,14 +50,14 @@ class DrawnDepth:
         self.train_depth = depth_range
         self.train_dial = dial
 
-    def _depth_config(self, depth: int, dial: str) -> SolverConfig:
+    def _depth_config(self, depth: int, dial: Optional[str] = None) -> SolverConfig:
         """The solver at ``depth`` on the training dial (see :meth:`set_train_depth`)."""
         if self.solver.is_adaptive:
             raise ValueError(
                 f'train_depth draws a number of grid steps, but {self.solver.method!r} chooses its own '
                 'steps: use a fixed-grid method (e.g. euler or rk4) or train_depth=None'
             )
-        if dial == 'horizon':
+        if (dial or self.train_dial) == 'horizon':
             return self.solver.replace(t_end=float(depth))
         return self.solver.replace(steps=depth)
 
@@ -74,8 +74,8 @@ class DrawnDepth:
         nfe = 0
         while len(states) <= cfg.steps:
             new, evals = self._advance(states[-1], len(states) - 1, cfg)
-            states += new
-            nfe += evals
+            states = states + new
+            nfe = nfe + evals
         self.shared.nfe = nfe
         self.shared.last_interval = None
         self.checked(x, states[-1])
@@ -96,19 +96,20 @@ class DrawnDepth:
         'per drawn depth), or train on a fixed grid (set_train_depth(None))'
     )
     def _drawn_config(self, device: torch.device) -> SolverConfig:
-        """The solver at one training depth drawn from ``train_depth``. A single process draws with torch's global
-        RNG. Under torch.distributed with world size > 1, train.py seeds each rank differently, so independent draws
+        return self._depth_config(self._draw_depth(device))
+
+    def _draw_depth(self, device: torch.device) -> int:
+        """One training depth from ``train_depth``. A single process draws with torch's global RNG. Under
+        torch.distributed with world size > 1, train.py seeds each rank differently, so independent draws
         would make every update wait for the deepest rank's integration: instead rank 0 draws a seed from its
         global RNG at the first training forward and broadcasts it (one collective on ``device``, taken by
         every rank's first forward as DDP's lockstep does), and all ranks then draw from a Python RNG with
         that seed, the same depth at the same forward."""
         lo, hi = self.train_depth
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            if self._shared_draw is None:
-                seed = torch.randint(2 ** 62, (1,), dtype=torch.int64).to(device)
-                dist.broadcast(seed, src=0)
-                self._shared_draw = random.Random(int(seed.item()))
-            depth = self._shared_draw.randint(lo, hi)
-        else:
-            depth = int(torch.randint(lo, hi + 1, ()))
-        return self._depth_config(depth, self.train_dial)
+        if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+            return int(torch.randint(lo, hi + 1, ()))
+        if self._shared_draw is None:
+            seed = torch.randint(2 ** 62, (1,), dtype=torch.int64).to(device)
+            dist.broadcast(seed, src=0)
+            self._shared_draw = random.Random(int(seed.item()))
+        return self._shared_draw.randint(lo, hi)
