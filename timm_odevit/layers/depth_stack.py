@@ -22,11 +22,6 @@ from .stepping import odeint_grid, rk_step
 from .train_depth import DrawnDepth
 
 
-def _time_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype of the times the field sees: float64 for a float64 state, else float32."""
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
-
-
 class ContinuousDepthStack(DrawnDepth, nn.Module):
     """Maps tokens X(0) (B, N, D) to X(t_L) through one shared ``field`` integrated by ``solver`` (a
     :class:`SolverConfig`), presented to timm as L blocks (:class:`DepthInterval`), L = ``solver.steps``.
@@ -155,7 +150,7 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
     def _f(self, t, x: torch.Tensor) -> torch.Tensor:
         """The field at time t (a float or a 0-dim tensor)."""
         if not isinstance(t, torch.Tensor):
-            t = torch.tensor(t, dtype=_time_dtype(x), device=x.device)
+            t = torch.tensor(t, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)  # as the grid
         if self.grad_checkpointing and torch.is_grad_enabled() and not self.solver.adjoint:
             return checkpoint(self.field, t, x, use_reentrant=False)
         return self.field(t, x)
@@ -191,7 +186,7 @@ class ContinuousDepthStack(DrawnDepth, nn.Module):
             evals += 1
             return self._f(t, z)
 
-        t = cfg.grid(x.device, _time_dtype(x))[i:]
+        t = cfg.grid(x.device, torch.promote_types(x.dtype, torch.float32))[i:]  # float64 for a float64 state
         try:
             states = odeint_grid(counted_f, x, t, cfg, self.field.parameters(), end_only)
         except FloatingPointError as e:
