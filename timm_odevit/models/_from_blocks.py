@@ -40,10 +40,16 @@ def _scaled(weight: torch.Tensor, scale: Optional[nn.Module]) -> torch.Tensor:
 
 @torch.no_grad()
 def odevit_field_from(block: nn.Module, depth: int, init: str) -> ODEViTField:
-    """The ODE-ViT field from a timm ``Block``'s attention and MLP (``norm1``, ``attn.qkv`` / ``attn.proj``,
-    ``mlp.fc1`` / ``mlp.fc2``: a block of another layout, e.g. timm's parallel blocks, raises torch's AttributeError
-    naming the part it lacks; field='state_subtracted' wraps any block); LayerScale gammas are folded into the
-    output projections (γ ⊙ W x = (diag γ W) x)."""
+    """The ODE-ViT field from a timm ``Block``'s attention and MLP; LayerScale gammas are folded
+    into the output projections (γ ⊙ W x = (diag γ W) x)."""
+    layout = ('norm1', 'attn.qkv', 'attn.proj', 'mlp.fc1', 'mlp.fc2')
+    modules = dict(block.named_modules())
+    missing = [n for n in layout if not isinstance(modules.get(n), (nn.Linear, nn.LayerNorm))]
+    if missing:  # e.g. timm's parallel blocks, or a wrapped projection whose .weight is not what it computes
+        raise ValueError(
+            f"field='odevit' rebuilds the ODE-ViT field from a timm Block, but {type(block).__name__} "
+            f"lacks {missing}: use field='state_subtracted', which wraps any block"
+        )
     dim = block.norm1.normalized_shape[0]
     field = ODEViTField(dim, block.attn.num_heads, mlp_ratio=block.mlp.fc1.out_features / dim,
                         depth_scale=float(depth), **get_device_dtype(block))
