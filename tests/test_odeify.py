@@ -1,3 +1,6 @@
+import json
+import shutil
+
 import pytest
 import timm
 import torch
@@ -208,13 +211,18 @@ def test_plug_and_play_student_in_a_trained_shell(hybrid_teacher):
 
 
 def test_plug_and_play_student_round_trip(hybrid_teacher, tmp_path):
-    """A trained student saved as timm saves it reloads with its weights and its frozen shell."""
+    """A trained student saved as timm saves it reloads with its weights and its frozen shell, without the teacher's
+    folder: its model args name the teacher's architecture (and its args), not where the teacher's weights were."""
     from timm.models import save_for_hf
-    _, folder = hybrid_teacher
-    student = timm.create_model('vit_odeified', base=f'local-dir:{folder}', pretrained=True, field='odevit',
+    teacher = tmp_path / 'teacher'
+    shutil.copytree(hybrid_teacher[1], teacher)
+    student = timm.create_model('vit_odeified', base=f'local-dir:{teacher}', pretrained=True, field='odevit',
                                 init='random', steps=6, freeze=SHELL).eval()
-    save_for_hf(student, tmp_path)
-    again = timm.create_model(f'local-dir:{tmp_path}', pretrained=True).eval()
+    save_for_hf(student, tmp_path / 'student')
+    shutil.rmtree(teacher)
+    saved = json.loads((tmp_path / 'student' / 'config.json').read_text())['model_args']
+    assert (saved['base'], saved['depth'], saved['img_size']) == ('vit_tiny_r_s16_p8_224', 3, [32, 32])
+    again = timm.create_model(f'local-dir:{tmp_path / "student"}', pretrained=True).eval()
     x = torch.randn(2, 3, 32, 32)
     torch.testing.assert_close(again(x), student(x))
     assert not again.head.weight.requires_grad and again.blocks.field.attn.qkv.weight.requires_grad

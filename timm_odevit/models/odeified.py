@@ -28,6 +28,7 @@ from timm.models import (
     create_model,
     generate_default_cfgs,
     load_model_config_from_hf,
+    parse_model_name,
     register_model,
     resolve_pretrained_cfg,
 )
@@ -62,11 +63,21 @@ def odeified_class(timm_class: type) -> type:
     def __reduce_ex__(self, protocol):
         return odeified_model, (timm_class,), self.__getstate__()
 
+    def record_model_args(self, args):
+        """timm records the caller's ``base`` as given; a ``local-dir:`` / ``hf-hub:`` base says where its weights
+        were, not what it is: the record keeps the architecture odeify read from its pretrained cfg (its model args
+        are recorded beside it), so a saved model rebuilds without that folder."""
+        base = args.get('base')
+        if isinstance(base, str) and parse_model_name(base)[0]:
+            args = dict(args, base=self.recorded_args.get('base', base))
+        ContinuousDepthMixin.record_model_args(self, args)
+
     namespace = {
         '__module__': timm_class.__module__,
         '__qualname__': timm_class.__qualname__,
         '__doc__': timm_class.__doc__,
         '__reduce_ex__': __reduce_ex__,
+        'record_model_args': record_model_args,
     }
     return type(timm_class.__name__, (ContinuousDepthMixin, timm_class), namespace)
 
