@@ -1,4 +1,5 @@
 import json
+import pathlib
 import shutil
 
 import pytest
@@ -226,6 +227,27 @@ def test_plug_and_play_student_round_trip(hybrid_teacher, tmp_path):
     x = torch.randn(2, 3, 32, 32)
     torch.testing.assert_close(again(x), student(x))
     assert not again.head.weight.requires_grad and again.blocks.field.attn.qkv.weight.requires_grad
+
+
+def test_the_registered_convstem_student_is_the_plug_and_play_studys():
+    """odevit_tiny_convstem_cifar is the study's shell student by name (bench/plug_and_play.py, a vit_odeified in
+    release/teacher_convstem_cifar10_cycle6's shell): the same parameters, so a study checkpoint starts its cycles,
+    and the same function of them; every part trains unless the recipe freezes the shell."""
+    teacher = pathlib.Path(__file__).resolve().parents[1] / 'release' / 'teacher_convstem_cifar10_cycle6'
+    study = timm.create_model('vit_odeified', base=f'local-dir:{teacher}', field='odevit', init='random', steps=6,
+                              freeze=SHELL).eval()
+    named = timm.create_model('odevit_tiny_convstem_cifar').eval()
+    assert all(p.requires_grad for p in named.parameters())
+    named.load_state_dict(study.state_dict())  # strict: the same names and shapes
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(named(x), study(x), rtol=0, atol=0)
+    frozen = timm.create_model('odevit_tiny_convstem_cifar', freeze=SHELL)
+    trainable = [n for n, p in frozen.named_parameters() if p.requires_grad]
+    assert trainable == [n for n, p in study.named_parameters() if p.requires_grad] and trainable
+    for key in ('input_size', 'mean', 'std'):
+        assert list(named.pretrained_cfg[key]) == list(study.pretrained_cfg[key]), key
+    assert named.pretrained_cfg['architecture'] == 'odevit_tiny_convstem_cifar' and named.num_classes == 10
 
 
 def test_hybrid_vit_reads_three_channel_images():

@@ -7,7 +7,7 @@ import os
 
 import timm
 import pytest
-from timm.models import get_pretrained_cfg_value, model_entrypoint
+from timm.models import get_pretrained_cfg_value, model_entrypoint, split_model_name_tag
 
 import timm_odevit  # noqa: F401  (registers the families)
 
@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config, items):
             keep.append(item)
             continue
         params = getattr(getattr(item, 'callspec', None), 'params', {})
-        if params.get('model_name') not in OUR_MODELS:
+        if split_model_name_tag(params.get('model_name', ''))[0] not in OUR_MODELS:  # tagged names too
             drop.append(item)
             continue
         reason = NOT_APPLICABLE.get(item.originalname)

@@ -156,7 +156,10 @@ def _base_cfg(base: str) -> Dict[str, Any]:
     return resolve_pretrained_cfg(base).to_dict()
 
 
-# input size / normalisation come from the base's pretrained_cfg at creation
+# the paper's student keeps these parts of its teacher fixed (odeify's ``freeze``)
+SHELL = ('patch_embed', 'cls_token', 'pos_embed', 'norm', 'head')
+
+# vit_odeified: input size / normalisation come from the base's pretrained_cfg at creation
 default_cfgs = generate_default_cfgs(
     {
         'vit_odeified': cifar_cfg(
@@ -167,8 +170,54 @@ default_cfgs = generate_default_cfgs(
             std=(0.5, 0.5, 0.5),
             paper_ids='arXiv:2511.16501',
         ),
+        'odevit_tiny_convstem_cifar': cifar_cfg(
+            first_conv='patch_embed.backbone.conv',
+            paper_ids='arXiv:2511.16501',
+        ),
     }
 )
+
+
+def _create_odeified(variant: str, pretrained: bool, base: str, **kwargs) -> VisionTransformer:
+    """A registered odeified model: timm ViT ``base`` created (kwargs other than odeify's and ``train_depth`` go to
+    it, with the base's weights when ``pretrained`` and ``variant``'s pretrained cfg has no source of its own), then
+    odeified."""
+    overlay = kwargs.pop('pretrained_cfg_overlay', None)
+    # a saved model's (local-dir:, hf-hub:), a tag or an explicit cfg; else vit_odeified takes the base's input size
+    # and normalisation, under its own name
+    cfg = kwargs.pop('pretrained_cfg', None)
+    if variant == 'vit_odeified' and not cfg:
+        cfg = _odeified_cfg(_base_cfg(base))
+    cfg = resolve_pretrained_cfg(variant, pretrained_cfg=cfg, pretrained_cfg_overlay=overlay).to_dict()
+    own_weights = pretrained and any(cfg.get(k) for k in ('url', 'file', 'state_dict', 'hf_hub_id'))
+    base_pretrained = pretrained and not own_weights
+    if base_pretrained:
+        _logger.info(f'{variant}: no weights of its own in the pretrained cfg; loading {base} weights, then odeify')
+
+    def odeified(
+            field='state_subtracted',
+            init='mean',
+            solver=None,
+            freeze=(),
+            train_depth=None,
+            **base_kwargs,
+    ):
+        """The base created (kwargs other than odeify's and ``train_depth`` are the base's), then odeified."""
+        vit = create_model(
+            base, pretrained=base_pretrained, cache_dir=kwargs.get('cache_dir'), **base_kwargs
+        )
+        model = odeify(vit, field=field, init=init, solver=solver, freeze=freeze)
+        model.blocks.set_train_depth(train_depth)  # None: a fixed grid
+        return model
+    return build_continuous_depth_model(
+        odeified,
+        variant,
+        own_weights,
+        # (in cfg already; says what the caller set)
+        pretrained_cfg=cfg,
+        pretrained_cfg_overlay=overlay,
+        **kwargs,
+    )
 
 
 @register_model
@@ -192,41 +241,25 @@ def vit_odeified(
     ``pretrained=True`` loads the odeified model's own weights when its pretrained_cfg has a source
     (``local-dir:``, ``hf-hub:``, a ``pretrained_cfg_overlay`` file/url); without one, the BASE's
     pretrained weights before the conversion (plug & play from train.py: ``--pretrained``)."""
-    overlay = kwargs.pop('pretrained_cfg_overlay', None)
-    # a saved vit_odeified's (local-dir:, hf-hub:) or an explicit cfg; else the base's input size and normalisation,
-    # under this architecture's name
-    cfg = kwargs.pop('pretrained_cfg', None) or _odeified_cfg(_base_cfg(base))
-    cfg = resolve_pretrained_cfg(
-        'vit_odeified', pretrained_cfg=cfg, pretrained_cfg_overlay=overlay
-    ).to_dict()
-    own_weights = pretrained and any(cfg.get(k) for k in ('url', 'file', 'state_dict', 'hf_hub_id'))
-    base_pretrained = pretrained and not own_weights
-    if base_pretrained:
-        _logger.info(
-            f'vit_odeified: no weights of its own in the pretrained cfg; loading {base} weights, then odeify'
-        )
+    return _create_odeified('vit_odeified', pretrained, base, **kwargs)
 
-    def odeified(
-            field='state_subtracted',
-            init='mean',
-            solver=None,
-            freeze=(),
-            train_depth=None,
-            **base_kwargs,
-    ):
-        """The base created (kwargs other than odeify's and ``train_depth`` are the base's), then odeified."""
-        vit = create_model(
-            base, pretrained=base_pretrained, cache_dir=kwargs.get('cache_dir'), **base_kwargs
-        )
-        model = odeify(vit, field=field, init=init, solver=solver, freeze=freeze)
-        model.blocks.set_train_depth(train_depth)  # None: a fixed grid
-        return model
-    return build_continuous_depth_model(
-        odeified,
-        'vit_odeified',
-        own_weights,
-        # (in cfg already; says what the caller set)
-        pretrained_cfg=cfg,
-        pretrained_cfg_overlay=overlay,
-        **kwargs,
+
+@register_model
+def odevit_tiny_convstem_cifar(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """The plug & play student of the convstem teacher (``release/teacher_convstem_cifar10_cycle6``): timm's
+    ``vit_tiny_r_s16_p8_224`` shell at 32 px (ResNet stem, 1x1 patches: 64 tokens + [CLS], width 192) around an
+    ODE-ViT field on 6 Euler steps over the teacher's 6 blocks. Every part trains, as in any timm model; its
+    training recipe keeps the teacher's parts fixed (``freeze=SHELL``:
+    train_configs/release_odevit_tiny_convstem_cifar10_cycle.yaml) and starts from the plug & play study's student
+    (docs/results.md)."""
+    args = dict(
+        base='vit_tiny_r_s16_p8_224',
+        img_size=32,
+        patch_size=1,
+        depth=6,
+        num_classes=10,
+        field='odevit',
+        init='random',
+        steps=6,
     )
+    return _create_odeified('odevit_tiny_convstem_cifar', pretrained, **dict(args, **kwargs))
