@@ -134,9 +134,8 @@ def main():
     print(f'{args.model} ({trained.describe()}), {len(x)} test images, batch {args.batch}, {args.device}, '
           f'{torch.get_num_threads()} threads', flush=True)
 
-    def with_grid(steps):
-        model.blocks.solver = trained.replace(**({'iterations': steps} if recurrent else
-                                                  {'method': args.method, 'steps': steps}))
+    def with_grid(steps):  # a recurrence's steps are its iterations (h = 1)
+        model.blocks.solver = trained.replace(steps=steps, **({} if recurrent else {'method': args.method}))
 
     def exit_settings():
         return [(grid, name, rule) for grid in args.exit_grids for name, rule in exit_rules]
