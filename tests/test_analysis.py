@@ -150,6 +150,22 @@ def test_inspect_cut_off_keeps_the_old_figures(model, image, tmp_path, monkeypat
     assert old.read_bytes() == b'earlier run' and [p.name for p in tmp_path.iterdir()] == [old.name]
 
 
+def test_inspect_reads_a_greyscale_model_its_luminance(tmp_path):
+    """A one-channel model gets the image's luminance (it was handed three channels), and its figures draw."""
+    from PIL import Image
+    path = tmp_path / 'img.png'
+    Image.new('RGB', (32, 32), (200, 100, 50)).save(path)
+    grey = timm.create_model('odevit_tiny_cifar', in_chans=1, steps=2).eval()
+    x = load_image(str(path), grey)
+    cfg = grey.pretrained_cfg
+    luminance = (200 * 299 + 100 * 587 + 50 * 114) // 1000 / 255  # PIL's convert('L')
+    torch.testing.assert_close(x, torch.full((1, 1, 32, 32), (luminance - cfg['mean'][0]) / cfg['std'][0]))
+    summary = inspect_image(grey, x, str(tmp_path / 'out'), lyapunov_steps=2)
+    assert all((tmp_path / 'out' / name).is_file() for name in summary['figures'])
+    with pytest.raises(ValueError, match='reads 4-channel images; inspect reads RGB or greyscale images only'):
+        load_image(str(path), timm.create_model('odevit_tiny_cifar', in_chans=4, steps=2))
+
+
 def test_inspect_command(tmp_path, capsys):
     if not CAT.is_file():
         pytest.skip(f'{CAT} not found')

@@ -23,16 +23,23 @@ from .layers import ContinuousDepthStack
 
 
 def load_image(path: str, model) -> torch.Tensor:
-    """Read an image and preprocess it with the model's own data config -> (1, C, H, W)."""
+    """Read an image and preprocess it with the model's own data config -> (1, C, H, W): RGB, or its luminance for
+    a one-channel model (as timm's ``input_img_mode='L'``)."""
     from timm.data import create_transform, resolve_data_config
     from .data import open_rgb
+    config = resolve_data_config(model=model)
+    channels = config['input_size'][0]
+    if channels not in (1, 3):
+        raise ValueError(f'the model reads {channels}-channel images; inspect reads RGB or greyscale images only')
     # 16-bit and palette images converted faithfully; ValueError naming the file
-    return create_transform(**resolve_data_config(model=model))(open_rgb(path))[None]
+    image = open_rgb(path)
+    return create_transform(**config)(image.convert('L') if channels == 1 else image)[None]
 
 
 def _denormalise(x: torch.Tensor, model) -> torch.Tensor:
-    mean, std = (torch.tensor(model.pretrained_cfg[k]).view(3, 1, 1) for k in ('mean', 'std'))
-    return (x[0] * std + mean).clamp(0, 1).permute(1, 2, 0)
+    """(1, C, H, W) preprocessed -> (H, W, 3) in [0, 1] to draw (a greyscale image as three equal channels)."""
+    mean, std = (torch.tensor(model.pretrained_cfg[k]).view(-1, 1, 1) for k in ('mean', 'std'))
+    return (x[0] * std + mean).clamp(0, 1).expand(3, -1, -1).permute(1, 2, 0)
 
 
 def inspect_image(
