@@ -143,6 +143,18 @@ def test_weights_are_as_readable_as_the_other_files(tmp_path, eval_dir):
     assert modes['model.safetensors'] == modes['config.json'] == modes['README.md'], modes
 
 
+def test_a_file_in_the_folders_place_is_refused_and_kept(tmp_path):
+    """replaced_folder swaps folders: a file where the folder goes is named and left as it was (it was replaced, and
+    a '.old' copy of it left beside)."""
+    from timm_odevit._checks import replaced_folder
+    mine = tmp_path / 'notes'
+    mine.write_text('mine')
+    with pytest.raises(NotADirectoryError, match=f'{mine} is a file, not a folder'):
+        with replaced_folder(mine):
+            pass
+    assert mine.read_text() == 'mine' and [p.name for p in tmp_path.iterdir()] == ['notes']
+
+
 def test_target_folder_is_clean_and_no_partial_folders_are_left(tmp_path, eval_dir, monkeypatch):
     out = tmp_path / 'out'
     hub.export(str(_checkpoint(tmp_path / 'run1' / 'last.pth.tar', summary=True)), str(out), eval_dir=str(eval_dir))

@@ -124,8 +124,11 @@ def write_atomic(path, data) -> None:
 def replaced_folder(dst):
     """A new folder beside ``dst`` to build in, swapped in whole as ``dst`` when the block ends without an error (the
     old ``dst`` is kept until the swap has succeeded) and removed otherwise. What a killed run left beside ``dst`` is
-    tidied first: a swap cut between its two renames is undone."""
+    tidied first: a swap cut between its two renames is undone. A ``dst`` that is a file is refused
+    (NotADirectoryError), not replaced."""
     dst = pathlib.Path(dst)
+    if dst.exists() and not dst.is_dir():
+        raise NotADirectoryError(f'{dst} is a file, not a folder: choose a folder to write')
     dst.parent.mkdir(parents=True, exist_ok=True)
     for left in sorted(dst.parent.glob(f'.{dst.name}.partial-*')):
         if left.name.endswith('.old') and not dst.exists():
