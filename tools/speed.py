@@ -281,16 +281,17 @@ def distillation_task(student, cfg: dict, device: str = 'cpu'):
     logit KD, or this package's trajectory distillation as the wrapper builds it; ValueError for another kind."""
     import torch
     from timm.task import LogitDistillationTask
-    from timm_odevit.tasks import TrajectoryDistillationTask
-    from timm_odevit.cli.train import KD_FLAGS, KD_TASK_NAMES
+    from timm_odevit.cli.train import KD_FLAGS, trajectory_task
     kind, teacher = check_distillation(cfg), cfg['kd_model_name']
     common = dict(criterion=torch.nn.CrossEntropyLoss(), device=torch.device(device), verbose=False,
                   **{k: cfg.get(k) for k in ('distill_loss_weight', 'task_loss_weight')})  # as train.py passes them
     if kind == 'logit':
         return LogitDistillationTask(student, teacher, loss_type=cfg.get('kd_loss_type', 'kl'),
                                      temperature=float(cfg.get('kd_temperature', 4.0)), **common)
-    flags = {KD_TASK_NAMES.get(k, k[3:]): cfg.get(k, spec['default']) for k, spec in KD_FLAGS.items()}
-    return TrajectoryDistillationTask(student, teacher, mean=cfg.get('mean'), std=cfg.get('std'), **common, **flags)
+    # the config as train.py's args: the wrapper's --kd-* flags (their defaults where unset) and the normalisation
+    args = argparse.Namespace(mean=cfg.get('mean'), std=cfg.get('std'),
+                              **{k: cfg.get(k, spec['default']) for k, spec in KD_FLAGS.items()})
+    return trajectory_task(args, student, teacher, **common)
 
 
 def check_distillation(cfg: dict) -> str:
