@@ -1,9 +1,8 @@
 """Render README.md and docs/results.md from their templates and the result files (`make docs`).
 
 Every number in the generated docs comes from a file: bench/results/*.json (written by the scripts
-in bench/) or the release folders (release/<model>.<tag>/config.json, README.md, summary.csv,
-train_time.json). Prose lives in docs/templates/*.md.in; this script only fills it in. It imports
-neither torch nor timm_odevit (json, csv and the standard library only), so it runs in seconds.
+in bench/) or the release folders (release/<model>.<tag>/README.md, record.json). Prose lives in docs/templates/*.md.in; this script only fills it in. It imports
+neither torch nor timm_odevit (json and the standard library only), so it runs in seconds.
 
 Template syntax (see docs/templates/README.md for how to add a section):
 
@@ -22,7 +21,6 @@ Template syntax (see docs/templates/README.md for how to add a section):
 """
 import argparse
 import ast
-import csv
 import hashlib
 import json
 import math
@@ -792,20 +790,14 @@ def _card_field(card: str, label: str) -> str:
 def releases(ctx: Context) -> List[dict]:
     out = []
     for folder in sorted(p for p in ctx.release.iterdir() if (p / 'record.json').exists()):
-        cfg = json.loads((folder / 'config.json').read_text())
         card = (folder / 'README.md').read_text() if (folder / 'README.md').exists() else ''
         m = re.search(r'--config (\S+)', card)
-        record = [f for f in ('summary.csv', 'train_time.json') if (folder / f).exists()]
-        epochs_logged = None
-        if (folder / 'summary.csv').exists():
-            with open(folder / 'summary.csv') as f:
-                epochs_logged = len(list(csv.DictReader(f)))
         out.append(dict(
-            tag=folder.name, arch=cfg['architecture'], model_args=cfg.get('model_args', {}),
+            tag=folder.name,
             top1=_front_matter_metric(card, 'Top-1 accuracy'), top5=_front_matter_metric(card, 'Top-5 accuracy'),
             params=_card_field(card, 'parameters'), depth=_card_field(card, 'depth'), epochs=_card_field(card, 'epochs'),
             checkpoint=_card_field(card, 'checkpoint'), wall=_card_field(card, 'training wall time'),
-            config=m.group(1) if m else '–', record=record, epochs_logged=epochs_logged,
+            config=m.group(1) if m else '–',
             cycles=json.loads((folder / 'record.json').read_text()) if (folder / 'record.json').exists() else None))
     return out
 
