@@ -1,8 +1,9 @@
 """Render README.md and docs/results.md from their templates and the result files (`make docs`).
 
 Every number in the generated docs comes from a file: bench/results/*.json (written by the scripts
-in bench/) or the release folders (release/<model>.<tag>/README.md, record.json). Prose lives in docs/templates/*.md.in; this script only fills it in. It imports
-neither torch nor timm_odevit (json and the standard library only), so it runs in seconds.
+in bench/) or the release folders (release/<model>.<tag>/README.md, record.json). Prose lives in
+docs/templates/*.md.in; this script only fills it in. It imports neither torch nor timm_odevit (json
+and the standard library only), so it runs in seconds.
 
 Template syntax (see docs/templates/README.md for how to add a section):
 
