@@ -8,6 +8,7 @@ import torch
 
 import timm_odevit  # noqa: F401
 from timm_odevit import ContinuousDepthStack, odeify
+from timm_odevit.models import odeified
 
 FLAVOURS = [
     ('vit_tiny_patch16_224', {}),
@@ -174,7 +175,7 @@ def test_odevit_field_refuses_blocks_of_another_layout():
     assert odeify(vit, field='state_subtracted')(torch.randn(1, 3, 32, 32)).shape == (1, 10)
 
 
-SHELL = ['patch_embed', 'cls_token', 'pos_embed', 'norm', 'head']
+SHELL = list(odeified.SHELL)  # the paper's student keeps these parts of its teacher fixed
 
 
 @pytest.fixture(scope='module')
@@ -248,6 +249,10 @@ def test_the_registered_convstem_student_is_the_plug_and_play_studys():
     for key in ('input_size', 'mean', 'std'):
         assert list(named.pretrained_cfg[key]) == list(study.pretrained_cfg[key]), key
     assert named.pretrained_cfg['architecture'] == 'odevit_tiny_convstem_cifar' and named.num_classes == 10
+    assert named.blocks.solver.steps == 6  # odeify's default for the teacher's 6 blocks: other grids as kwargs
+    assert timm.create_model('odevit_tiny_convstem_cifar', step_size=0.5).blocks.solver.steps == 2
+    with pytest.raises(ValueError, match=r"odevit_tiny_convstem_cifar has no released weights .* vit_odeified\(base="):
+        timm.create_model('odevit_tiny_convstem_cifar', pretrained=True)  # not timm's ImageNet shell, silently
 
 
 def test_hybrid_vit_reads_three_channel_images():

@@ -66,7 +66,9 @@ def odeified_class(timm_class: type) -> type:
     def record_model_args(self, args):
         """timm records the caller's ``base`` as given; a ``local-dir:`` / ``hf-hub:`` base says where its weights
         were, not what it is: the record keeps the architecture odeify read from its pretrained cfg (its model args
-        are recorded beside it), so a saved model rebuilds without that folder."""
+        are recorded beside it), so ``save_for_hf``'s folder rebuilds without the base's. The base's data config
+        (mean, std, labels) and weights travel in that folder's config.json and weights, not in the model args (a
+        ``features_only`` wrapper keeps timm's record, the location as given)."""
         base = args.get('base')
         if isinstance(base, str) and parse_model_name(base)[0]:
             args = dict(args, base=self.recorded_args.get('base', base))
@@ -191,6 +193,11 @@ def _create_odeified(variant: str, pretrained: bool, base: str, **kwargs) -> Vis
     cfg = resolve_pretrained_cfg(variant, pretrained_cfg=cfg, pretrained_cfg_overlay=overlay).to_dict()
     own_weights = pretrained and any(cfg.get(k) for k in ('url', 'file', 'state_dict', 'hf_hub_id'))
     base_pretrained = pretrained and not own_weights
+    if base_pretrained and variant != 'vit_odeified':  # its base names an architecture, not trained weights
+        raise ValueError(
+            f'{variant} has no released weights (its pretrained cfg names no file, url or hf_hub_id): build the '
+            "student in a trained ViT's shell with vit_odeified(base='local-dir:…' / 'hf-hub:…', pretrained=True)"
+        )
     if base_pretrained:
         _logger.info(f'{variant}: no weights of its own in the pretrained cfg; loading {base} weights, then odeify')
 
@@ -260,6 +267,5 @@ def odevit_tiny_convstem_cifar(pretrained: bool = False, **kwargs) -> VisionTran
         num_classes=10,
         field='odevit',
         init='random',
-        steps=6,
     )
     return _create_odeified('odevit_tiny_convstem_cifar', pretrained, **dict(args, **kwargs))
