@@ -1307,6 +1307,9 @@ def table_plug_and_play(ctx: Context) -> str:
     return md_table(header, rows)
 
 
+PNP_TAG = 'odevit_tiny_convstem_cifar.c10_pnp'  # the plug & play student's release
+
+
 def _pnp_release(ctx: Context) -> str:
     """Issue 60's rule: release the plug & play student when it beats the free ODE-ViT beyond the held-out floor."""
     c = run_comparison(ctx, 'pnp_heldout_plug_and_play_vs_free')
@@ -1314,8 +1317,17 @@ def _pnp_release(ctx: Context) -> str:
         have = ' / '.join(str(len(pnp(ctx, arm, 'held_out'))) for arm in ('plug_and_play', 'free'))
         return f'not yet decided: `plug_and_play` / `free` have {have} of the {MIN_SEEDS} runs each that it needs'
     if c['finding'] and c['delta'] > 0:
-        return (f'`plug_and_play` beats `free` on held-out images by {c["delta"]:+.2f} beyond the floor '
-                f'({c["floor"]:.2f}): it is to be released')
+        won = (f'`plug_and_play` beats `free` on held-out images by {c["delta"]:+.2f} beyond the floor '
+               f'({c["floor"]:.2f})')
+        tags = {r['tag']: r for r in releases(ctx)}
+        if PNP_TAG not in tags:
+            return f'{won}: it is to be released'
+        record, free = tags[PNP_TAG]['cycles'], tags['odevit_tiny_cifar.c10']['cycles']['test']['top1']
+        top1, epochs = record['test']['top1'], sum(c['epochs'] for c in record['cycles'])
+        return (f'{won}: released as `{PNP_TAG}` (warm-restart cycles from the study\'s run, '
+                f'`{tags[PNP_TAG]["config"]}`): test top-1 {top1:.2f} after {len(record["cycles"])} cycle(s) of '
+                f'{epochs} epochs in all, ' + ('above' if top1 > free else 'not yet above (its cycles go on)')
+                + f' the free release `odevit_tiny_cifar.c10` ({free:.2f})')
     return (f'`plug_and_play` does not beat `free` beyond the held-out floor (Δ = {c["delta"]:+.2f}, N = '
             f'{c["floor"]:.2f}): no release')
 
