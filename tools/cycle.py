@@ -532,15 +532,18 @@ def write_record(folder: pathlib.Path, record: Dict[str, Any]) -> None:
 
 # ---- init ---------------------------------------------------------------------------------------
 def init_record(release_dir, run_dir, command: str, eval_dir: str, eval_split: str = 'test', force: bool = False,
-                note: str = '') -> Dict[str, Any]:
+                note: str = '', grids: Sequence[int] = ()) -> Dict[str, Any]:
     """Write the release's ``record.json`` as cycle 0 from the train.py run it was exported from: the run's best
     held-out epoch (which the release's weights must be), its split and image count, wall time and speed setting, and
-    the test split measured on the release's weights (the card must state the same top-1)."""
+    the test split measured on the release's weights (the card must state the same top-1). ``grids``: the depths
+    whose test top-1 the card and the record give, as a released cycle's (:func:`release_cycle`)."""
     import timm
     import torch
     from safetensors.torch import load_file
+    from timm_odevit.evaluation import check_grids, evaluate_grids
     from timm_odevit.hub import evaluate, model_from_checkpoint
     release_dir = pathlib.Path(release_dir)
+    grids = check_grids(grids) if len(grids) else []  # checked before anything is measured
     recover(release_dir)
     if (release_dir / RECORD).exists() and not force:
         raise ValueError(f'{release_dir / RECORD} exists (force=True / --force records the release again)')
@@ -553,15 +556,23 @@ def init_record(release_dir, run_dir, command: str, eval_dir: str, eval_split: s
     if released.keys() != selected.keys() or not all(torch.equal(released[k], selected[k]) for k in selected):
         raise ValueError(f"{release_dir / 'model.safetensors'} are not the {best['weights']} weights of epoch "
                          f"{best['epoch']} that {run['dir']} selected: export that run's selected weights")
-    metrics = evaluate(timm.create_model(f'local-dir:{release_dir.resolve()}', pretrained=True), eval_dir, eval_split)
+    model = timm.create_model(f'local-dir:{release_dir.resolve()}', pretrained=True)
+    metrics = evaluate(model, eval_dir, eval_split)
     if abs(card_top1(release_dir) - metrics['top1']) >= 0.005:
         raise ValueError(f"{release_dir / 'README.md'} states test top-1 {card_top1(release_dir)}, the weights measure "
                          f"{metrics['top1']:.2f} on {eval_dir}/{eval_split}: export the folder again")
     test_predictions(release_dir, eval_dir, eval_split, metrics['top1'])
     if '| GMACs |' not in (release_dir / 'README.md').read_text():  # as odevit-export wrote it: the release's extras
         extend_card(release_dir, run['dir'], run['args'], eval_split)
+    depths = {}
+    if grids:  # top-1 at other depths on the same test images, for the card and the record
+        metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids)
+        card = release_dir / 'README.md'
+        write_atomic(card, with_depths(card.read_text(), model, metrics, run['args']))
+        depths = {'test_top1_at_depth': {str(g['depth']): round(g['top1'], 2) for g in metrics['grids']}}
     cycle0 = cycle_entry(0, command, run, best, held, {'setting': speed_of(run['args'])}, metrics,
-                         test_top1_before=None, per_epoch_record=(release_dir / SUMMARY).is_file(), note=note)
+                         test_top1_before=None, per_epoch_record=(release_dir / SUMMARY).is_file(), note=note,
+                         **depths)
     record = new_record({'tag': release_dir.name, 'cycles': [cycle0]}, release_dir, run, best, held, metrics)
     write_record(release_dir, record)
     return record
@@ -746,11 +757,15 @@ def main(argv=None) -> None:
     i.add_argument('--eval-split', default='test')
     i.add_argument('--note', default='')
     i.add_argument('--force', action='store_true')
+    i.add_argument('--grids', type=int, nargs='*', default=None, metavar='N',
+                   help='depths whose test top-1 the card gives (default: 2 3 4 6 8 12 16 24; none: --grids with no '
+                        'value)')
     args = p.parse_args(argv)
     try:
         if args.step == 'init':
+            from timm_odevit.evaluation import DEFAULT_GRIDS
             out = init_record(args.release_dir, args.run_dir, args.command, args.eval_dir, args.eval_split,
-                              args.force, args.note)
+                              args.force, args.note, DEFAULT_GRIDS if args.grids is None else args.grids)
         else:
             speed_record = read_json(args.speed_record) if args.speed_record else None
             package = None

@@ -138,6 +138,24 @@ def test_init_records_cycle_zero_from_its_run_and_the_measured_test_split(releas
         cycle.init_record(release, None, FIRST, str(data))
 
 
+def test_init_gives_top1_at_other_depths_as_a_released_cycle_does(release, data, tmp_path):
+    """A first release carries the card's "Accuracy at other depths" table too, and its record the same numbers."""
+    from timm_odevit import evaluation
+    run = _write_run(tmp_path / 'run0', _model(0).state_dict(), rows=((0, 30.0), (1, 40.0), (2, 35.0)),
+                     initial_checkpoint=None, data_dir=str(data))  # base_release's run
+    with pytest.raises(ValueError, match='grid'):
+        cycle.init_record(release, run, FIRST, str(data), force=True, grids=(0,))
+    record = cycle.init_record(release, run, FIRST, str(data), force=True, grids=(2, 3))
+    card = (release / 'README.md').read_text()
+    table = card[card.index('## Accuracy at other depths'):card.index('## Citation')]
+    model = timm.create_model(f'local-dir:{release}', pretrained=True)
+    expected = evaluation.evaluate_grids(model, str(data), 'test', [2, 3])
+    assert record['cycles'][0]['test_top1_at_depth'] == {str(r['depth']): round(r['top1'], 2) for r in expected}
+    for r in expected:
+        assert f"| {r['depth']}{' (trained)' if r['depth'] == model.blocks.solver.steps else ''} | {r['nfe']:g} | " \
+               f"{r['top1']:.2f} ±" in table
+
+
 def test_init_refuses_weights_that_are_not_the_runs_selection(release, data, run_of):
     other = run_of('other', state=_model(5).state_dict(), ema=False, rows=((0, 40.0),))
     with pytest.raises(ValueError, match='are not the raw weights of epoch 0'):
