@@ -1325,8 +1325,9 @@ def _pnp_release(ctx: Context) -> str:
         record, free = tags[PNP_TAG]['cycles'], tags['odevit_tiny_cifar.c10']['cycles']['test']['top1']
         top1, epochs = record['test']['top1'], sum(c['epochs'] for c in record['cycles'])
         return (f'{won}: released as `{PNP_TAG}` (warm-restart cycles from the study\'s run, '
-                f'`{tags[PNP_TAG]["config"]}`): test top-1 {top1:.2f} after {len(record["cycles"])} cycle(s) of '
-                f'{epochs} epochs in all, ' + ('above' if top1 > free else 'not yet above (its cycles go on)')
+                f'`{tags[PNP_TAG]["config"]}`): test top-1 {top1:.2f} after {len(record["cycles"])} cycle(s), '
+                f'{epochs} epochs beyond the study run\'s, '
+                + ('above' if top1 > free else 'not yet above (its cycles go on)')
                 + f' the free release `odevit_tiny_cifar.c10` ({free:.2f})')
     return (f'`plug_and_play` does not beat `free` beyond the held-out floor (Δ = {c["delta"]:+.2f}, N = '
             f'{c["floor"]:.2f}): no release')

@@ -413,7 +413,10 @@ def test_plug_and_play_study_renders_its_arms_and_decides_the_release_on_held_ou
                 for arm, vs in held_out.items() for s, v in enumerate(vs)}
         budget = '3 epochs of 45,000 images, selected on 5,000 held-out images, scored on 10,000 test images'
         (tmp_path / 'plug_and_play.json').write_text(json.dumps({'runs': runs, 'budget': budget}))
-        return render.Context(results=tmp_path)
+        return render.Context(results=tmp_path, release=release)
+
+    release = tmp_path / 'release'  # no release folder yet
+    release.mkdir()
 
     ctx = study({'free': [50.0, 50.5], 'plug_and_play': [60.0, 60.5, 61.0]})
     assert render._pnp_release(ctx).startswith('not yet decided: `plug_and_play` / `free` have 3 / 2 of the 3 runs')
@@ -423,6 +426,9 @@ def test_plug_and_play_study_renders_its_arms_and_decides_the_release_on_held_ou
     floor = render.run_comparison(ctx, 'pnp_heldout_plug_and_play_vs_free')['floor']  # sampling 5,000 images
     assert render._pnp_release(ctx) == ('`plug_and_play` beats `free` on held-out images by +10.00 beyond the floor '
                                         f'({floor:.2f}): it is to be released')
+    release = render.RELEASE  # the repository's: the release named, with its test top-1 against the free one's
+    released = render._pnp_release(study({'free': [50.0, 50.5, 51.0], 'plug_and_play': [60.0, 60.5, 61.0]}))
+    assert f'released as `{render.PNP_TAG}`' in released and 'the free release `odevit_tiny_cifar.c10` (77.05)' in released
     assert render.run_comparison(ctx, 'pnp_plug_and_play_vs_free')['delta'] == pytest.approx(10.0)
     assert render.BUDGETS['heldout-45k-pnp'].images(ctx) == 5000 and render.BUDGETS['45k-pnp'].images(ctx) == 10000
     ctx = study({'free': [50.0, 50.5, 51.0], 'plug_and_play': [51.0, 51.5, 52.0]})  # +1.00, within the 2.00 floor

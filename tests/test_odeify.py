@@ -251,8 +251,9 @@ def test_the_registered_convstem_student_is_the_plug_and_play_studys():
     assert named.pretrained_cfg['architecture'] == 'odevit_tiny_convstem_cifar' and named.num_classes == 10
     assert named.blocks.solver.steps == 6  # odeify's default for the teacher's 6 blocks: other grids as kwargs
     assert timm.create_model('odevit_tiny_convstem_cifar', step_size=0.5).blocks.solver.steps == 2
+    no_weights = dict(file=None, hf_hub_id=None)  # without its release: refused, not timm's ImageNet shell, silently
     with pytest.raises(ValueError, match=r"odevit_tiny_convstem_cifar has no released weights .* vit_odeified\(base="):
-        timm.create_model('odevit_tiny_convstem_cifar', pretrained=True)  # not timm's ImageNet shell, silently
+        timm.create_model('odevit_tiny_convstem_cifar', pretrained=True, pretrained_cfg_overlay=no_weights)
 
 
 def test_hybrid_vit_reads_three_channel_images():

@@ -16,7 +16,7 @@ from timm.models import _builder
 from timm_odevit.models._cfgs import PACKAGED_WEIGHTS_DIR, packaged_weights
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGED = ('odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10')
+PACKAGED = ('odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10', 'odevit_tiny_convstem_cifar.c10_pnp')
 
 
 def _release_logits(tag: str, x: torch.Tensor) -> torch.Tensor:

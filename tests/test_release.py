@@ -23,7 +23,8 @@ CARDS = RELEASES + FOLDERS + RECORDS
 
 
 def test_releases_exist():
-    assert {p.name for p in RELEASES} >= {'odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10'}
+    assert {p.name for p in RELEASES} >= {'odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10',
+                                          'odevit_tiny_convstem_cifar.c10_pnp'}
 
 
 @pytest.mark.parametrize('folder', RELEASES, ids=lambda p: p.name)
@@ -40,7 +41,7 @@ def test_every_loading_path_gives_the_same_logits(folder):
         logits = {k: m.eval()(x) for k, m in models.items()}
     for k in ('hf-hub', 'registered tag'):
         torch.testing.assert_close(logits[k], logits['local-dir'], msg=k)
-    assert models['registered tag'].nfe == models['local-dir'].nfe  # trained solver settings come with the tag
+    assert models['registered tag'].blocks.nfe == models['local-dir'].blocks.nfe  # trained solver settings come with it
 
 
 def test_every_folder_of_release_has_a_checked_card():

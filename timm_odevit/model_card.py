@@ -197,8 +197,9 @@ def _retune(model: torch.nn.Module) -> str:
     if kind == 'discrete':
         return ''
     depth = 2 * model.blocks.solver.steps  # a recurrence steps once per iteration
-    if kind == 'ode':
-        return f'\nmodel.set_solver(steps={depth})  # another grid: accuracy changes with it; {MEASURE}'
+    if kind == 'ode':  # an odeified timm ViT sets it on its stack
+        owner = 'model' if hasattr(model, 'set_solver') else 'model.blocks'
+        return f'\n{owner}.set_solver(steps={depth})  # another grid: accuracy changes with it; {MEASURE}'
     return f'\nmodel.set_iterations({depth})  # beyond the training horizon: accuracy changes; {MEASURE}'
 
 

@@ -172,7 +172,9 @@ default_cfgs = generate_default_cfgs(
             std=(0.5, 0.5, 0.5),
             paper_ids='arXiv:2511.16501',
         ),
-        'odevit_tiny_convstem_cifar': cifar_cfg(
+        'odevit_tiny_convstem_cifar.c10_pnp': cifar_cfg(
+            hf_hub_id='timm-odevit/odevit_tiny_convstem_cifar.c10_pnp',
+            packaged='odevit_tiny_convstem_cifar.c10_pnp',
             first_conv='patch_embed.backbone.conv',
             paper_ids='arXiv:2511.16501',
         ),
@@ -258,7 +260,7 @@ def odevit_tiny_convstem_cifar(pretrained: bool = False, **kwargs) -> VisionTran
     ODE-ViT field on 6 Euler steps over the teacher's 6 blocks. Every part trains, as in any timm model; its
     training recipe keeps the teacher's parts fixed (``freeze=SHELL``:
     train_configs/release_odevit_tiny_convstem_cifar10_cycle.yaml) and starts from the plug & play study's student
-    (docs/results.md)."""
+    (docs/results.md). ``pretrained=True``: the released ``c10_pnp`` weights (release/<tag>/README.md)."""
     args = dict(
         base='vit_tiny_r_s16_p8_224',
         img_size=32,

@@ -164,7 +164,7 @@ def test_init_refuses_weights_that_are_not_the_runs_selection(release, data, run
         cycle.init_record(release, other, ' ', str(data), force=True)
 
 
-@pytest.mark.parametrize('tag', ['odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10'])
+@pytest.mark.parametrize('tag', ['odevit_tiny_cifar.c10', 'bvit_tiny_cifar.c10', 'odevit_tiny_convstem_cifar.c10_pnp'])
 def test_the_released_records_are_consistent(tag):
     record = cycle.read_record(ROOT / 'release' / tag)
     assert record['selection']['images'] == 5000 and record['test']['images'] == 10000
