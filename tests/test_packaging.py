@@ -1,5 +1,6 @@
 """The released tiny weights ship inside the package: ``pretrained=True`` on a registered tag loads them with
 no network, from a checkout and from a built wheel; the packaged files are the release files byte for byte."""
+import json
 import os
 import pathlib
 import shutil
@@ -39,6 +40,13 @@ def test_the_packaged_tags_are_the_releases():
     releases = {p.parent.name for p in (ROOT / 'release').glob('*/model.safetensors')}
     # release/ also holds weights of other models (the distillation teacher); those of our models ship
     assert packaged == set(PACKAGED) == {r for r in releases if r.split('.')[0] in ours}
+
+
+@pytest.mark.parametrize('tag', PACKAGED)
+def test_the_registered_tag_names_its_classes_as_its_release_does(tag):
+    """pretrained_cfg['label_names'] names the predictions by tag as by local-dir: (the release's config.json)."""
+    saved = json.loads((ROOT / 'release' / tag / 'config.json').read_text())['label_names']
+    assert list(timm.create_model(tag, pretrained=True).pretrained_cfg['label_names']) == saved
 
 
 @pytest.mark.parametrize('tag', PACKAGED)

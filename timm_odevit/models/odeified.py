@@ -38,7 +38,7 @@ from ..layers import BlockField, ContinuousDepthStack, SolverConfig, solver_conf
 from .._checks import read_config
 from .._compat import recorded_model_args
 from ._builder import build_continuous_depth_model
-from ._cfgs import cifar_cfg
+from ._cfgs import CIFAR10_LABELS, cifar_cfg
 from ._from_blocks import freeze_parts, odevit_field_from, source_block
 from .base import ContinuousDepthMixin
 
@@ -175,6 +175,7 @@ default_cfgs = generate_default_cfgs(
         'odevit_tiny_convstem_cifar.c10_pnp': cifar_cfg(
             hf_hub_id='timm-odevit/odevit_tiny_convstem_cifar.c10_pnp',
             packaged='odevit_tiny_convstem_cifar.c10_pnp',
+            label_names=CIFAR10_LABELS,
             first_conv='patch_embed.backbone.conv',
             paper_ids='arXiv:2511.16501',
         ),
