@@ -1,4 +1,5 @@
-"""Params and FLOPs of every registered timm_odevit model (and its matched baselines), measured.
+"""Params and FLOPs of every registered timm_odevit model (and its matched baselines), measured (``vit_odeified``
+converts a base given by name, so it has no architecture of its own to count).
 
 ODE-ViT models whose registered default is not the trained grid get a second row at 6 Euler steps
 (every ODE-ViT accuracy, matched baseline and release is trained on that grid).
@@ -32,12 +33,13 @@ def describe(name: str, **kwargs) -> dict:
     attn = next(m for m in model.modules() if hasattr(m, 'num_heads'))
     mlp_fc1 = next(m for n, m in model.named_modules() if n.endswith('mlp.fc1'))
     row.update(dim=model.embed_dim, heads=attn.num_heads, mlp_ratio=mlp_fc1.out_features / model.embed_dim)
-    solver = getattr(model, 'solver', None)
+    stack = model if hasattr(model, 'nfe') else model.blocks  # an odeify model keeps its solver on its blocks
+    solver = getattr(stack, 'solver', None)
     # block (or field) evaluations per forward: independent blocks, iterations or solver NFE
-    row['block_evals'] = model.nfe if hasattr(model, 'nfe') else len(model.blocks)
+    row['block_evals'] = stack.nfe if hasattr(stack, 'nfe') else len(model.blocks)
     row['regime'] = getattr(model, 'regime', 'ode' if solver is not None else 'discrete')
-    if hasattr(model, 'patch_embed'):
-        row.update(patch=model.patch_embed.patch_size[0],
+    if hasattr(model, 'patch_embed'):  # pixels per token side (a conv stem's stride and its patch together)
+        row.update(patch=row['input'] // model.patch_embed.grid_size[0],
                    tokens=model.patch_embed.num_patches + getattr(model, 'num_prefix_tokens', 1))
     if solver is not None:
         row.update(solver=solver.method, steps=solver.steps)
@@ -45,7 +47,7 @@ def describe(name: str, **kwargs) -> dict:
 
 
 def main():
-    names = timm.list_models(module=['odevit', 'bvit', 'baselines'])
+    names = timm.list_models(module=['odevit', 'odeified', 'bvit', 'baselines'], exclude_filters=['vit_odeified'])
     rows = []
     for n in names:
         rows.append(describe(n))
