@@ -870,6 +870,12 @@ def table_releases(ctx: Context) -> str:
         images = rec['test']['images']  # the top-1 with its 95 % binomial interval
         top1 = f'{r["top1"]:.2f} ± {_half_width(r["top1"], images):.2f}'
         first = '; '.join(short_choice(c) for c in rec.get('first_chosen_on_test') or []) or 'none'
+        prior = rec['cycles'][0].get('started_from_run') or {}  # the run cycle 0 was a warm restart of
+        epochs = sum(c['epochs'] for c in rec['cycles'])
+        hours = f'{rec["total_seconds"] / 3600:.1f} h' + ('*' if any(map(_card_rounded, rec['cycles'])) else '')
+        if prior.get('seconds') is not None:
+            epochs = f'{epochs + prior["epochs"]} ({prior["epochs"]} before cycle 0)'
+            hours = f'{(rec["total_seconds"] + prior["seconds"]) / 3600:.1f} h ({prior["seconds"] / 3600:.1f} h before cycle 0)'
         rows.append([
             f'`{r["tag"]}`',
             r['params'],
@@ -877,8 +883,8 @@ def table_releases(ctx: Context) -> str:
             f'{top1} / {r["top5"]:.2f}',
             first,
             len(rec['cycles']),
-            sum(c['epochs'] for c in rec['cycles']),
-            f'{rec["total_seconds"] / 3600:.1f} h' + ('*' if any(map(_card_rounded, rec['cycles'])) else ''),
+            epochs,
+            hours,
             f'`{r["config"]}`',
         ])
     header = [

@@ -226,6 +226,23 @@ def best_epoch(run: Dict[str, Any]) -> Dict[str, Any]:
             'checkpoint': str(path)}
 
 
+def prior_run(run: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """What a cycle 0 run started from (``--initial-checkpoint``): the train.py run whose checkpoint it names, with the
+    epochs those weights trained, that run's wall time, machine and held-out top-1; the checkpoint alone when it is
+    not in a run folder; None for a run from scratch."""
+    start = run['args'].get('initial_checkpoint')
+    if not start:
+        return None
+    try:
+        before = read_run(pathlib.Path(start).parent)
+    except ValueError:  # weights from elsewhere: what trained them is not on record
+        return {'checkpoint': str(start)}
+    best = best_epoch(before) if pathlib.Path(start).name == 'model_best.pth.tar' else None
+    return {'checkpoint': str(start), 'epochs': best['epoch'] + 1 if best else len(before['rows']),
+            'seconds': before['train_time'].get('seconds'), 'hardware': before['train_time'].get('hardware'),
+            **({'val_top1': round(best['top1'], 4)} if best else {})}
+
+
 def speed_of(args: Dict[str, Any]) -> str:
     """The speed setting a run used, as named by :mod:`tools.speed` (from its args.yaml)."""
     amp = args.get('amp') and ('bf16' if args.get('amp_dtype') == 'bfloat16' else 'fp16')
@@ -494,13 +511,18 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
     first = record.get('first_chosen_on_test')
     reused += (" Chosen first on the test images this card's top-1 is measured on (then re-checked on held-out images, "
                f"docs/results.md \"Which images scored it\"): {'; '.join(first)}." if first else '')
+    prior = record['cycles'][0].get('started_from_run')
+    start = (f"Cycle 0 was a warm restart of `{prior['checkpoint']}`" + (
+        f" ({prior['epochs']} epochs, {_hours(prior['seconds'])} on {prior['hardware']}, before cycle 0 and not in the "
+        'table or the total below)' if 'epochs' in prior else ' (what trained it is not on record)')
+        if prior else 'Cycle 0 trained from scratch')
     guessed = [c for c in record['cycles'] if c.get('seconds_from')]
     unmeasured = ''.join(f"\n- ‡ Cycle {c['cycle']}'s wall time is not a measurement: {c['seconds_from']}; the total "
                          'includes it.' for c in guessed)
     return f'''
 ## Training cycles
 
-Cycle 0 trained from scratch; every later cycle started from the weights released before it (a warm restart:
+{start}; every later cycle started from the weights released before it (a warm restart:
 fresh optimizer, short warm-up, cosine to zero) and replaced them only when its best held-out validation top-1 (best
 epoch of the cycle) beat theirs by the release gate of its day. Today's gate asks for √(2 ln k) binomial standard
 errors (at least one) for the best of k epochs, an allowance for that pick; for k < 55 (√(2 ln k) < 2√2) it asks for
@@ -570,9 +592,10 @@ def init_record(release_dir, run_dir, command: str, eval_dir: str, eval_split: s
         card = release_dir / 'README.md'
         write_atomic(card, with_depths(card.read_text(), model, metrics, run['args']))
         depths = {'test_top1_at_depth': {str(g['depth']): round(g['top1'], 2) for g in metrics['grids']}}
+    prior = prior_run(run)
     cycle0 = cycle_entry(0, command, run, best, held, {'setting': speed_of(run['args'])}, metrics,
                          test_top1_before=None, per_epoch_record=(release_dir / SUMMARY).is_file(), note=note,
-                         **depths)
+                         **depths, **({'started_from_run': prior} if prior else {}))
     record = new_record({'tag': release_dir.name, 'cycles': [cycle0]}, release_dir, run, best, held, metrics)
     write_record(release_dir, record)
     return record

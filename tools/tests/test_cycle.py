@@ -685,6 +685,29 @@ def test_card_section_states_each_cycles_note():
     assert 'Cycles 1, 2 and 3 were decided on the anytime criterion' in cycle.card_section({'total_seconds': 60., 'cycles': cycles})
 
 
+def test_prior_run_is_the_run_whose_checkpoint_cycle_zero_started_from(tmp_path):
+    before = _write_run(tmp_path / 'study', _model(0).state_dict(), rows=((0, 30.0), (1, 45.0), (2, 44.0)),
+                        initial_checkpoint=None)
+    assert cycle.prior_run({'args': {'initial_checkpoint': None}}) is None
+    start = str(before / 'model_best.pth.tar')
+    assert cycle.prior_run({'args': {'initial_checkpoint': start}}) == {
+        'checkpoint': start, 'epochs': 2, 'seconds': 1800.0, 'hardware': 'Test CPU', 'val_top1': 45.0}  # epoch 1's
+    elsewhere = str(tmp_path / 'downloaded.safetensors')
+    assert cycle.prior_run({'args': {'initial_checkpoint': elsewhere}}) == {'checkpoint': elsewhere}
+
+
+def test_card_section_says_what_cycle_zero_started_from():
+    base = {'command': 'python -m timm_odevit.train', 'speed': {'setting': 'fp32'}, 'epochs': 2, 'seconds': 60.0,
+            'val_top1': 75.0, 'weights': 'raw', 'best_epoch': 1, 'test_top1': 74.0, 'cycle': 0, 'test_top1_before': None}
+    assert 'Cycle 0 trained from scratch;' in cycle.card_section({'total_seconds': 60.0, 'cycles': [base]})
+    prior = {'checkpoint': 'runs/a/model_best.pth.tar', 'epochs': 3, 'seconds': 7200.0, 'hardware': 'Test CPU'}
+    section = cycle.card_section({'total_seconds': 60.0, 'cycles': [dict(base, started_from_run=prior)]})
+    assert ('Cycle 0 was a warm restart of `runs/a/model_best.pth.tar` (3 epochs, 2.0 h on Test CPU, before cycle 0 '
+            'and not in the table or the total below);') in section and 'from scratch' not in section
+    section = cycle.card_section({'total_seconds': 60.0, 'cycles': [dict(base, started_from_run={'checkpoint': 'w.pt'})]})
+    assert 'Cycle 0 was a warm restart of `w.pt` (what trained it is not on record);' in section
+
+
 def test_card_section_gives_the_noise_floor_and_what_else_the_held_out_images_chose():
     base = {'command': 'python -m timm_odevit.train', 'speed': {'setting': 'fp32'}, 'epochs': 2, 'seconds': 60.0,
             'val_top1': 75.0, 'weights': 'raw', 'best_epoch': 1, 'test_top1': 74.0}
