@@ -553,6 +553,19 @@ def write_record(folder: pathlib.Path, record: Dict[str, Any]) -> None:
 
 
 # ---- init ---------------------------------------------------------------------------------------
+def card_depths(card: pathlib.Path, model, metrics: Dict[str, Any], run_args: Dict[str, Any], eval_dir: str,
+                eval_split: str, grids: Sequence[int]) -> Dict[str, Any]:
+    """Top-1 of ``model`` at the depths of ``grids`` on the card's test images: drawn on ``card`` (its "Accuracy at
+    other depths" table; ``metrics['grids']`` holds the rows) and returned as the record's ``test_top1_at_depth``
+    ({} without grids)."""
+    from timm_odevit.evaluation import evaluate_grids
+    if not grids:
+        return {}
+    metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, list(grids))
+    write_atomic(card, with_depths(card.read_text(), model, metrics, run_args))
+    return {'test_top1_at_depth': {str(g['depth']): round(g['top1'], 2) for g in metrics['grids']}}
+
+
 def init_record(release_dir, run_dir, command: str, eval_dir: str, eval_split: str = 'test', force: bool = False,
                 note: str = '', grids: Sequence[int] = ()) -> Dict[str, Any]:
     """Write the release's ``record.json`` as cycle 0 from the train.py run it was exported from: the run's best
@@ -562,7 +575,7 @@ def init_record(release_dir, run_dir, command: str, eval_dir: str, eval_split: s
     import timm
     import torch
     from safetensors.torch import load_file
-    from timm_odevit.evaluation import check_grids, evaluate_grids
+    from timm_odevit.evaluation import check_grids
     from timm_odevit.hub import evaluate, model_from_checkpoint
     release_dir = pathlib.Path(release_dir)
     grids = check_grids(grids) if len(grids) else []  # checked before anything is measured
@@ -586,12 +599,7 @@ def init_record(release_dir, run_dir, command: str, eval_dir: str, eval_split: s
     test_predictions(release_dir, eval_dir, eval_split, metrics['top1'])
     if '| GMACs |' not in (release_dir / 'README.md').read_text():  # as odevit-export wrote it: the release's extras
         extend_card(release_dir, run['dir'], run['args'], eval_split)
-    depths = {}
-    if grids:  # top-1 at other depths on the same test images, for the card and the record
-        metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids)
-        card = release_dir / 'README.md'
-        write_atomic(card, with_depths(card.read_text(), model, metrics, run['args']))
-        depths = {'test_top1_at_depth': {str(g['depth']): round(g['top1'], 2) for g in metrics['grids']}}
+    depths = card_depths(release_dir / 'README.md', model, metrics, run['args'], eval_dir, eval_split, grids)
     prior = prior_run(run)
     cycle0 = cycle_entry(0, command, run, best, held, {'setting': speed_of(run['args'])}, metrics,
                          test_top1_before=None, per_epoch_record=(release_dir / SUMMARY).is_file(), note=note,
@@ -690,7 +698,6 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
     staging.mkdir()  # with the umask's permissions (tempfile's folders are private)
     try:  # the new folder is built whole in staging, then swapped in: an interruption leaves the old or the new one
         import timm
-        from timm_odevit.evaluation import evaluate_grids
         from timm_odevit.hub import export
         folder = staging / release_dir.name
         metrics = export(best['checkpoint'], str(folder), use_ema=best['weights'] == 'ema', eval_dir=eval_dir,
@@ -698,9 +705,7 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
                          train_command=command)
         card = folder / 'README.md'
         model = timm.create_model(f'local-dir:{folder}', pretrained=True)
-        if grids:  # top-1 at other depths on the same test images, for the card and the record
-            metrics['grids'] = evaluate_grids(model, eval_dir, eval_split, grids)
-            write_atomic(card, with_depths(card.read_text(), model, metrics, run['args']))
+        depths = card_depths(card, model, metrics, run['args'], eval_dir, eval_split, grids)
         old_rows = read_rows(release_dir / SUMMARY) if (release_dir / SUMMARY).is_file() else []
         rows = merged_summary(old_rows, run['rows'], cycle, first_cycle=record['cycles'][0]['cycle'])
         write_atomic(folder / SUMMARY, rows_text(rows))
@@ -710,9 +715,7 @@ def release_cycle(run_dir, release_dir, command: str, eval_dir: Optional[str] = 
             test_top1_before=record['test']['top1'], started_from_sha256=record['weights_sha256'],
             gate={'needed': decision['required_gain'] if criterion is None else criterion['required_mean_gain'],
                   'evaluations': evaluations},
-            **({'criterion': criterion} if criterion else {}),
-            **({'test_top1_at_depth': {str(g['depth']): round(g['top1'], 2) for g in metrics['grids']}}
-               if metrics.get('grids') else {})))
+            **({'criterion': criterion} if criterion else {}), **depths))
         record = new_record(record, folder, run, best, held, metrics)
         cycle0_curve = next((p for p in (release_dir / CYCLE0_CURVE, release_dir / CURVE) if p.is_file()), None)
         keep_cycle0 = not record['cycles'][0].get('per_epoch_record', True) and cycle0_curve is not None and (
