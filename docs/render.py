@@ -873,9 +873,11 @@ def table_releases(ctx: Context) -> str:
         prior = rec['cycles'][0].get('started_from_run') or {}  # the run cycle 0 was a warm restart of
         epochs = sum(c['epochs'] for c in rec['cycles'])
         hours = f'{rec["total_seconds"] / 3600:.1f} h' + ('*' if any(map(_card_rounded, rec['cycles'])) else '')
-        if prior.get('seconds') is not None:
+        if 'epochs' in prior:
             epochs = f'{epochs + prior["epochs"]} ({prior["epochs"]} before cycle 0)'
-            hours = f'{(rec["total_seconds"] + prior["seconds"]) / 3600:.1f} h ({prior["seconds"] / 3600:.1f} h before cycle 0)'
+        if prior.get('seconds') is not None:
+            before = prior['seconds'] / 3600
+            hours = f'{rec["total_seconds"] / 3600 + before:.1f} h ({before:.1f} h before cycle 0)'
         rows.append([
             f'`{r["tag"]}`',
             r['params'],

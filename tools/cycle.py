@@ -228,8 +228,8 @@ def best_epoch(run: Dict[str, Any]) -> Dict[str, Any]:
 
 def prior_run(run: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """What a cycle 0 run started from (``--initial-checkpoint``): the train.py run whose checkpoint it names, with the
-    epochs those weights trained, that run's wall time, machine and held-out top-1; the checkpoint alone when it is
-    not in a run folder; None for a run from scratch."""
+    epochs those weights trained in it, its wall time, machine and held-out top-1; the checkpoint alone when it is not
+    in a run folder; None for a run from scratch."""
     start = run['args'].get('initial_checkpoint')
     if not start:
         return None
