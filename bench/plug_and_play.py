@@ -17,7 +17,8 @@ images (``model_best``), which is then scored once on all 10,000 test images. Th
 
 The teacher is the local-dir release ``release/teacher_convstem_cifar10_cycle6`` (the shell's source too). Each run
 appends its row, with where and how it was measured, to ``results/plug_and_play.json``; a finished (arm, seed) is
-skipped, so the study grows one run at a time.
+skipped, so the study grows one run at a time (``--again`` runs it anew, keeping the row it replaces under
+``replaced_runs``).
 
     python bench/plug_and_play.py --arms free plug_and_play --seeds 0
 """
@@ -112,18 +113,26 @@ def main():
     p.add_argument('--test-dir', default=str(ROOT.parent / 'shared' / 'data' / 'cifar10'))
     p.add_argument('--out', default='output/plug_and_play')
     p.add_argument('--name', default='plug_and_play', help='results/NAME.json (another name for a smoke run)')
+    p.add_argument('--again', action='store_true',
+                   help='run finished (arm, seed) pairs again (e.g. on the machine of the other rows); the row each '
+                        'replaces is kept under replaced_runs')
     args = p.parse_args()
     path = RESULTS / f'{args.name}.json'
-    runs = read_result(path)['runs'] if path.is_file() else {}
-    todo = [(arm, seed) for seed in args.seeds for arm in args.arms if seed_key(arm, seed) not in runs]
+    old = read_result(path) if path.is_file() else {}
+    runs, replaced = old.get('runs', {}), old.get('replaced_runs', {})
+    todo = [(arm, seed) for seed in args.seeds for arm in args.arms if args.again or seed_key(arm, seed) not in runs]
     for arm, seed in todo:  # one at a time: a row's wall time is its own
-        runs[seed_key(arm, seed)] = run_one(arm, seed, args)
+        key = seed_key(arm, seed)
+        if key in runs:  # kept until its new row is written
+            replaced.setdefault(key, []).append(runs[key])
+        runs[key] = run_one(arm, seed, args)
         write_result(args.name, {
             'benchmark': 'plug_and_play',
             'teacher': TEACHER,
             'budget': f'{args.epochs} epochs of 45,000 images ({SHELL_CONFIG} recipe), selected on 5,000 held-out '
                       'images, scored on 10,000 test images',
             'runs': runs,
+            **({'replaced_runs': replaced} if replaced else {}),
         })
         print(f'{seed_key(arm, seed)}: {runs[seed_key(arm, seed)]}', flush=True)
 

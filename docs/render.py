@@ -469,6 +469,25 @@ def pnp(ctx: Context, arm: str, split: str = 'test') -> List[float]:
     return [v for _, v in sorted((r['seed'], r[f'{split}_top1']) for r in runs if r['arm'] == arm)]
 
 
+def _pnp_reruns(ctx: Context) -> str:
+    """The plug & play rows run again on the study's machine (``--again``) against the rows they replaced."""
+    d = optional_json(ctx, 'plug_and_play') or {}
+    pairs = [(key, old, d['runs'][key]) for key, olds in d.get('replaced_runs', {}).items() for old in olds]
+    if not pairs:
+        return ''
+    def scores(row: dict) -> Tuple[float, float]:
+        return round(row['held_out_top1'], 2), round(row['test_top1'], 2)
+    named = {key: f'`{base_name(key)}` seed {seed_of(key)}' for key, _, _ in pairs}
+    same = [key for key, old, new in pairs if scores(old) == scores(new)]
+    moved = [f'{named[key]}: held-out / test {scores(old)} → {scores(new)}' for key, old, new in pairs
+             if scores(old) != scores(new)]
+    first, again = (' / '.join(sorted({row['environment']['machine'] for row in rows}))
+                    for rows in ([old for _, old, _ in pairs], [new for _, _, new in pairs]))
+    return (f"{', '.join(named.values())} first ran on {first} and were run again on {again} so that "
+            f"every row is from one machine: {len(same)} of {len(pairs)} gave the same held-out and test top-1 to the "
+            'last digit' + (f"; {'; '.join(moved)}" if moved else '') + ' (the first rows: `replaced_runs` in the JSON).')
+
+
 DISTILL_PAIRS = [('traj_uniform', 'scratch'), ('traj_arclength', 'scratch'), ('traj_softmax', 'scratch'),
                  ('traj_uniform', 'traj_no_attention'), ('logit_kd', 'scratch'), ('traj_uniform', 'logit_kd')]  # (A, B) compared
 ANYTIME_ARMS = {'fixed': 'fixed S (today\'s training)', 'random': 'random depth per update, S − w … S + w',
@@ -1900,6 +1919,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'distill_study_cmd': lambda c: DISTILL_STUDY_CMD,
     'pnp_release': _pnp_release,
     'pnp_cmd': lambda c: PNP_CMD,
+    'pnp_reruns': _pnp_reruns,
     'where_measured': _where_measured,
     'dirty_without_diff': _dirty_without_diff,
     'bibtex_odevit': lambda c: _bibtex('arXiv:2511.16501'),

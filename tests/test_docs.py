@@ -1,5 +1,6 @@
 """docs/render.py: the one verdict rule, and the templates render from the committed result files."""
 import importlib.util
+import json
 import pathlib
 
 import pytest
@@ -466,3 +467,18 @@ def test_the_distillation_rows_name_the_machines_their_seed_0_ran_on(ctx):
                  r['environment']['torch'].split('+')[0].rsplit('.', 1)[0]) for r in runs}
     assert machines == {('H200', '2.11'), ('Intel(R) Xeon(R) Processor, 2 CPU cores, 2 threads', '2.14')}
     assert 'an H200 (torch 2.11), the other runs on a 2-core Xeon (torch 2.14)' in render._distill_caveats('scratch', 'x')
+
+
+def test_pnp_reruns_compare_each_row_run_again_with_the_row_it_replaced(tmp_path):
+    assert render._pnp_reruns(render.Context(results=tmp_path)) == ''
+
+    def row(arm, held_out, test, machine):
+        return {'arm': arm, 'seed': 0, 'held_out_top1': held_out, 'test_top1': test, 'environment': {'machine': machine}}
+    (tmp_path / 'plug_and_play.json').write_text(json.dumps({
+        'runs': {'free': row('free', 56.140001, 55.92, 'xeon'), 'shell_ce': row('shell_ce', 69.5, 69.0, 'xeon')},
+        'replaced_runs': {'free': [row('free', 56.14, 55.92, 'epyc')], 'shell_ce': [row('shell_ce', 69.6, 69.3, 'epyc')]},
+    }))
+    assert render._pnp_reruns(render.Context(results=tmp_path)) == (
+        '`free` seed 0, `shell_ce` seed 0 first ran on epyc and were run again on xeon so that every row is from one '
+        'machine: 1 of 2 gave the same held-out and test top-1 to the last digit; `shell_ce` seed 0: held-out / test '
+        '(69.6, 69.3) → (69.5, 69.0) (the first rows: `replaced_runs` in the JSON).')
