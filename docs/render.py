@@ -479,8 +479,8 @@ def _pnp_reruns(ctx: Context) -> str:
         return round(row['held_out_top1'], 2), round(row['test_top1'], 2)
     named = {key: f'`{base_name(key)}` seed {seed_of(key)}' for key, _, _ in pairs}
     same = [key for key, old, new in pairs if scores(old) == scores(new)]
-    moved = [f'{named[key]}: held-out / test {scores(old)} → {scores(new)}' for key, old, new in pairs
-             if scores(old) != scores(new)]
+    moved = [f'{named[key]}: held-out / test {"%.2f / %.2f" % scores(old)} → {"%.2f / %.2f" % scores(new)}'
+             for key, old, new in pairs if scores(old) != scores(new)]
     first, again = (' / '.join(sorted({row['environment']['machine'] for row in rows}))
                     for rows in ([old for _, old, _ in pairs], [new for _, _, new in pairs]))
     return (f"{', '.join(named.values())} first ran on {first} and were run again on {again} so that "

@@ -481,4 +481,4 @@ def test_pnp_reruns_compare_each_row_run_again_with_the_row_it_replaced(tmp_path
     assert render._pnp_reruns(render.Context(results=tmp_path)) == (
         '`free` seed 0, `shell_ce` seed 0 first ran on epyc and were run again on xeon so that every row is from one '
         'machine: 1 of 2 gave the same held-out and test top-1 to the last digit; `shell_ce` seed 0: held-out / test '
-        '(69.6, 69.3) → (69.5, 69.0) (the first rows: `replaced_runs` in the JSON).')
+        '69.60 / 69.30 → 69.50 / 69.00 (the first rows: `replaced_runs` in the JSON).')
