@@ -457,6 +457,7 @@ PNP_PAIRS = [
     ('shell_ce', 'free'),
     ('plug_and_play', 'shell_ce'),
     ('plug_and_play', 'shell_logit_kd'),
+    ('shell_logit_kd', 'shell_ce'),
     ('free_traj_ce0', 'free'),
 ]
 PNP_CMD = 'python bench/plug_and_play.py --seeds 0 1 2'
@@ -682,7 +683,8 @@ PAPER_PROTOCOL = {
 CLAIMS = [
     ('A student in a trained ViT\'s shell, distilled along its trajectory, beats the free ODE-ViT trained from scratch '
      '(the teacher–student protocol)', 'ODE-ViT', 'pnp_plug_and_play_vs_free', +1,
-     'the teacher a 6-block width-192 convstem ViT, not a DINO ViT-B/16; the student at 32 px on 6 Euler steps, '
+     'the teacher a 6-block width-192 convstem ViT whose training stopped on a test-split target, not a DINO '
+     'ViT-B/16; the student at 32 px on 6 Euler steps, '
      'without registers or dropout, the teacher\'s position embedding frozen and its final norm kept; CE from the '
      'first epoch; AdamW lr 1e-3, batch 128, flips and crops, not lr 1e-4, batch 64, no augmentation'),
     ('ODE-ViT is competitive with a discrete ViT of its parameters', 'ODE-ViT', 'odevit_vs_vit_odevit_params', +1,
@@ -1344,16 +1346,18 @@ def _pnp_release(ctx: Context) -> str:
         have = ' / '.join(str(len(pnp(ctx, arm, 'held_out'))) for arm in ('plug_and_play', 'free'))
         return f'not yet decided: `plug_and_play` / `free` have {have} of the {MIN_SEEDS} runs each that it needs'
     if c['finding'] and c['delta'] > 0:
-        won = (f'`plug_and_play` beats `free` on held-out images by {c["delta"]:+.2f} beyond the floor '
+        won = (f'`plug_and_play` beats `free` on held-out images by {c["delta"]:+.2f}, beyond the floor '
                f'({c["floor"]:.2f})')
         tags = {r['tag']: r for r in releases(ctx)}
         if PNP_TAG not in tags:
             return f'{won}: it is to be released'
         record, free = tags[PNP_TAG]['cycles'], tags['odevit_tiny_cifar.c10']['cycles']['test']['top1']
         top1, epochs = record['test']['top1'], sum(c['epochs'] for c in record['cycles'])
-        return (f'{won}: released as `{PNP_TAG}` (warm-restart cycles from the study\'s run, '
-                f'`{tags[PNP_TAG]["config"]}`): test top-1 {top1:.2f} after {len(record["cycles"])} cycle(s), '
-                f'{epochs} epochs beyond the study run\'s, '
+        configs = dict.fromkeys(re.search(r'--config (\S+)', c['command']).group(1) for c in record['cycles'])
+        return (f'{won}: released as `{PNP_TAG}` (warm-restart cycles from the study\'s run: '
+                + ', then '.join(f'`{config}`' for config in configs)
+                + f'): test top-1 {top1:.2f} after {len(record["cycles"])} cycle(s), {epochs} epochs beyond the '
+                'study run\'s, '
                 + ('above' if top1 > free else 'not yet above (its cycles go on)')
                 + f' the free release `odevit_tiny_cifar.c10` ({free:.2f})')
     return (f'`plug_and_play` does not beat `free` beyond the held-out floor (Δ = {c["delta"]:+.2f}, N = '
@@ -1638,7 +1642,7 @@ def _walk_machines(o) -> List[str]:
     """The ``machine`` of every environment record in a result file."""
     if isinstance(o, dict):
         return ([o['environment'].get('machine')] if isinstance(o.get('environment'), dict) else []) + \
-            [m for k, v in o.items() if k != 'environment' for m in _walk_machines(v)]
+            [m for k, v in o.items() if k not in ('environment', 'replaced_runs') for m in _walk_machines(v)]
     return [m for v in o for m in _walk_machines(v)] if isinstance(o, list) else []
 
 

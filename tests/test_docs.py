@@ -425,11 +425,13 @@ def test_plug_and_play_study_renders_its_arms_and_decides_the_release_on_held_ou
     assert render._pnp_release(ctx).startswith('not yet decided: `plug_and_play` / `free` have 0 / 1 of the 3 runs')
     ctx = study({'free': [50.0, 50.5, 51.0], 'plug_and_play': [60.0, 60.5, 61.0]})
     floor = render.run_comparison(ctx, 'pnp_heldout_plug_and_play_vs_free')['floor']  # sampling 5,000 images
-    assert render._pnp_release(ctx) == ('`plug_and_play` beats `free` on held-out images by +10.00 beyond the floor '
+    assert render._pnp_release(ctx) == ('`plug_and_play` beats `free` on held-out images by +10.00, beyond the floor '
                                         f'({floor:.2f}): it is to be released')
     release = render.RELEASE  # the repository's: the release named, with its test top-1 against the free one's
     released = render._pnp_release(study({'free': [50.0, 50.5, 51.0], 'plug_and_play': [60.0, 60.5, 61.0]}))
     assert f'released as `{render.PNP_TAG}`' in released and 'the free release `odevit_tiny_cifar.c10` (77.05)' in released
+    assert ("from the study's run: `train_configs/release_odevit_tiny_convstem_cifar10_cycle.yaml`, then "
+            "`train_configs/release_odevit_tiny_convstem_cifar10_cycle_logit_kd.yaml`)") in released  # every cycle's
     assert render.run_comparison(ctx, 'pnp_plug_and_play_vs_free')['delta'] == pytest.approx(10.0)
     assert render.BUDGETS['heldout-45k-pnp'].images(ctx) == 5000 and render.BUDGETS['45k-pnp'].images(ctx) == 10000
     ctx = study({'free': [50.0, 50.5, 51.0], 'plug_and_play': [51.0, 51.5, 52.0]})  # +1.00, within the 2.00 floor
@@ -482,3 +484,4 @@ def test_pnp_reruns_compare_each_row_run_again_with_the_row_it_replaced(tmp_path
         '`free` seed 0, `shell_ce` seed 0 first ran on epyc and were run again on xeon so that every row is from one '
         'machine: 1 of 2 gave the same held-out and test top-1 to the last digit; `shell_ce` seed 0: held-out / test '
         '69.60 / 69.30 → 69.50 / 69.00 (the first rows: `replaced_runs` in the JSON).')
+    assert render._machines(render.Context(results=tmp_path), 'plug_and_play') == ['xeon']  # replaced rows: not the study's

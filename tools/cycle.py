@@ -509,8 +509,9 @@ def card_section(record: Dict[str, Any], cycle0_curve: bool = False) -> str:
     also = record.get('held_out_also_chose')
     reused = f" The same images also chose: {'; '.join(also)}." if also else ''
     first = record.get('first_chosen_on_test')
-    reused += (" Chosen first on the test images this card's top-1 is measured on (then re-checked on held-out images, "
-               f"docs/results.md \"Which images scored it\"): {'; '.join(first)}." if first else '')
+    reused += (" Chosen first on the test images this card's top-1 is measured on (each says whether held-out images "
+               "re-checked it; docs/results.md \"Which images scored it\"): "
+               f"{'; '.join(first)}." if first else '')
     prior = record['cycles'][0].get('started_from_run')
     start = (f"Cycle 0 was a warm restart of `{prior['checkpoint']}`" + (
         f" ({prior['epochs']} epochs, {_hours(prior['seconds'])} on {prior['hardware']}, before cycle 0 and not in the "

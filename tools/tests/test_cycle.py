@@ -720,8 +720,9 @@ def test_card_section_gives_the_noise_floor_and_what_else_the_held_out_images_ch
     assert 'The same images also chose: the recipe (a.json); the teacher (b.json).' in section
     assert 'test images' not in section
     section = cycle.card_section(dict(record, first_chosen_on_test=['lr 1e-3 (c.json)', 'train_depth [3, 9] (d.json)']))
-    assert ("Chosen first on the test images this card's top-1 is measured on (then re-checked on held-out images, "
-            'docs/results.md "Which images scored it"): lr 1e-3 (c.json); train_depth [3, 9] (d.json).') in section
+    assert ("Chosen first on the test images this card's top-1 is measured on (each says whether held-out images "
+            're-checked it; docs/results.md "Which images scored it"): lr 1e-3 (c.json); train_depth [3, 9] (d.json).'
+            ) in section
 
 
 # ---- the anytime criterion (--select-grids) -----------------------------------------------------------------
