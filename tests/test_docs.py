@@ -389,7 +389,8 @@ def test_choices_first_made_on_test_images_are_said_where_the_numbers_are(ctx):
     table = render.table_releases(ctx)
     assert 'chosen first on these test images' in table
     for tag, words in (('odevit_tiny_cifar.c10', ('`train_depth` [3, 9]', 'lr 1e-3')),
-                       ('bvit_tiny_cifar.c10', ('deep supervision',))):
+                       ('bvit_tiny_cifar.c10', ('deep supervision',)),
+                       ('odevit_tiny_convstem_cifar.c10_pnp', ("when the teacher's training stopped",))):
         first = json.loads((render.RELEASE / tag / 'record.json').read_text())['first_chosen_on_test']
         card = (render.RELEASE / tag / 'README.md').read_text()
         assert all(any(w in c for c in first) for w in words), tag
