@@ -1364,6 +1364,49 @@ def _pnp_release(ctx: Context) -> str:
             f'{c["floor"]:.2f}): no release')
 
 
+def teacher_cycles(ctx: Context, folder: str) -> List[dict]:
+    """The training runs behind a teacher folder, first to last, following each run's ``initial_checkpoint``
+    (args.yaml) back to the run that started from scratch: folder, epochs and seconds (train_time.json), machine."""
+    import yaml
+    chain, name = [], pathlib.PurePosixPath(folder).name
+    while name:
+        here = ctx.release / name
+        args = yaml.safe_load((here / 'args.yaml').read_text())
+        timed = json.loads((here / 'train_time.json').read_text())
+        chain.insert(0, dict(folder=name, epochs=args['epochs'], seconds=timed['seconds'], hardware=timed['hardware']))
+        start = args.get('initial_checkpoint') or ''
+        name = pathlib.PurePosixPath(start).parent.name if start else ''
+    return chain
+
+
+def _pnp_training(ctx: Context) -> str:
+    """The plug & play release's training beside the free release's: its own epochs and hours, its teacher's (the
+    frozen shell and the logit-KD targets), and the free release's test top-1 after its first cycle with as many
+    epochs or more."""
+    tags = {r['tag']: r['cycles'] for r in releases(ctx)}
+    if PNP_TAG not in tags:
+        return ''
+    record, free = tags[PNP_TAG], tags['odevit_tiny_cifar.c10']
+    prior = record['cycles'][0].get('started_from_run') or {}
+    epochs = sum(c['epochs'] for c in record['cycles']) + prior.get('epochs', 0)
+    hours = (record['total_seconds'] + (prior.get('seconds') or 0)) / 3600
+    teacher = teacher_cycles(ctx, ctx.json('plug_and_play')['teacher'])
+    machines = ' / '.join(sorted({t['hardware'] for t in teacher}))
+    done, at = 0, None
+    for c in free['cycles']:
+        done += c['epochs']
+        if done >= epochs and at is None:
+            at = (c['cycle'], done, c['test_top1'])
+    matched = (f'{at[2]:.2f} after its cycle {at[0]} ({at[1]} epochs, its first with {epochs} or more) and '
+               if at else '')
+    return (f'Training so far: `{PNP_TAG}` has had {epochs} epochs of its field ({hours:.1f} h) scoring '
+            f'{record["test"]["top1"]:.2f} on the test images, on top of its teacher\'s '
+            f'{sum(t["epochs"] for t in teacher)} epochs ({sum(t["seconds"] for t in teacher) / 3600:.1f} h on {machines}; {len(teacher)} runs, '
+            f'`{teacher[0]["folder"]}` to `{teacher[-1]["folder"]}`), which made its frozen shell and its logit-KD '
+            f'targets; the free release `odevit_tiny_cifar.c10` scored {matched}{free["test"]["top1"]:.2f} after '
+            f'{sum(c["epochs"] for c in free["cycles"])} epochs ({free["total_seconds"] / 3600:.1f} h)')
+
+
 def _distill_choice(ctx: Context) -> str:
     """Issue 44's rule for the release cycles' arm, read on the held-out images: a trajectory arm that beats both
     scratch and logit KD beyond each pair's held-out floor, else the best arm on held-out."""
@@ -1922,6 +1965,7 @@ VALUES: Dict[str, Callable[[Context], object]] = {
     'distill_choice': _distill_choice,
     'distill_study_cmd': lambda c: DISTILL_STUDY_CMD,
     'pnp_release': _pnp_release,
+    'pnp_training': _pnp_training,
     'pnp_cmd': lambda c: PNP_CMD,
     'pnp_reruns': _pnp_reruns,
     'where_measured': _where_measured,

@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -451,6 +452,28 @@ def test_plug_and_play_study_renders_its_arms_and_decides_the_release_on_held_ou
     where = render.trained_on(render.Context(results=tmp_path), 'plug_and_play')
     assert where.startswith('trained on ')
     assert '(`free` seed 0 on other cpu, torch ?; the other rows on cpu, torch ?)' in where
+
+
+def test_plug_and_play_release_training_counts_its_teacher_and_meets_the_free_release_at_its_epochs(ctx, tmp_path):
+    import shutil
+    chain = render.teacher_cycles(ctx, 'release/teacher_convstem_cifar10_cycle6')  # args.yaml's initial_checkpoint
+    assert [t['folder'][-6:] for t in chain] == ['cycle0', 'cycle1', 'cycle2', 'cycle3', 'cycle4', 'cycle6']
+    assert sum(t['epochs'] for t in chain) == 38 and chain[0]['seconds'] == 11831.6
+    text = render._pnp_training(ctx)
+    assert text.startswith(f'Training so far: `{render.PNP_TAG}` has had ')
+    assert "on top of its teacher's 38 epochs" in text
+    pnp_epochs = int(re.search(r'has had (\d+) epochs', text).group(1))
+    release = tmp_path / 'release'  # a free release whose cycle 1 is its first with the student's epochs or more
+    for tag in (render.PNP_TAG, 'odevit_tiny_cifar.c10'):
+        shutil.copytree(render.RELEASE / tag, release / tag)
+    for name in (t['folder'] for t in chain):
+        shutil.copytree(render.RELEASE / name, release / name)
+    free = json.loads((release / 'odevit_tiny_cifar.c10' / 'record.json').read_text())
+    free['cycles'] = [dict(free['cycles'][0], epochs=pnp_epochs - 1, test_top1=60.0),
+                      dict(free['cycles'][1], epochs=1, test_top1=70.0), dict(free['cycles'][2], epochs=5)]
+    (release / 'odevit_tiny_cifar.c10' / 'record.json').write_text(json.dumps(free))
+    want = f'scored 70.00 after its cycle 1 ({pnp_epochs} epochs, its first with {pnp_epochs} or more) and '
+    assert want in render._pnp_training(render.Context(release=release))
 
 
 def test_plug_and_play_arms_are_the_study_scripts():
