@@ -1353,13 +1353,19 @@ def _pnp_release(ctx: Context) -> str:
             return f'{won}: it is to be released'
         record, free = tags[PNP_TAG]['cycles'], tags['odevit_tiny_cifar.c10']['cycles']['test']['top1']
         top1, epochs = record['test']['top1'], sum(c['epochs'] for c in record['cycles'])
+        images = record['test']['images']
+        sampling = binomial_floor((top1 + free) / 2, images)
+        gap = (f'; {top1 - free:+.2f} on the same {images:,} test images, '
+               + ('beyond' if abs(top1 - free) > sampling else 'within')
+               + f' the {sampling:.2f} that sampling them gives a difference of two single runs; one run each, so '
+               'the releases\' seed-to-seed spread is not in it')
         configs = dict.fromkeys(re.search(r'--config (\S+)', c['command']).group(1) for c in record['cycles'])
         return (f'{won}: released as `{PNP_TAG}` (warm-restart cycles from the study\'s run: '
                 + ', then '.join(f'`{config}`' for config in configs)
                 + f'): test top-1 {top1:.2f} after {len(record["cycles"])} cycle(s), {epochs} epochs beyond the '
                 'study run\'s, '
                 + ('above' if top1 > free else 'not yet above (its cycles go on)')
-                + f' the free release `odevit_tiny_cifar.c10` ({free:.2f})')
+                + f' the free release `odevit_tiny_cifar.c10` ({free:.2f}{gap})')
     return (f'`plug_and_play` does not beat `free` beyond the held-out floor (Δ = {c["delta"]:+.2f}, N = '
             f'{c["floor"]:.2f}): no release')
 

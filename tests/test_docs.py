@@ -431,7 +431,9 @@ def test_plug_and_play_study_renders_its_arms_and_decides_the_release_on_held_ou
                                         f'({floor:.2f}): it is to be released')
     release = render.RELEASE  # the repository's: the release named, with its test top-1 against the free one's
     released = render._pnp_release(study({'free': [50.0, 50.5, 51.0], 'plug_and_play': [60.0, 60.5, 61.0]}))
-    assert f'released as `{render.PNP_TAG}`' in released and 'the free release `odevit_tiny_cifar.c10` (77.05)' in released
+    assert f'released as `{render.PNP_TAG}`' in released and 'the free release `odevit_tiny_cifar.c10` (77.05; ' in released
+    assert re.search(r'\(77\.05; [+-]\d+\.\d\d on the same 10,000 test images, (beyond|within) the \d\.\d\d that sampling '
+                     r'them gives a difference of two single runs; one run each', released)
     assert ("from the study's run: `train_configs/release_odevit_tiny_convstem_cifar10_cycle.yaml`, then "
             "`train_configs/release_odevit_tiny_convstem_cifar10_cycle_logit_kd.yaml`)") in released  # every cycle's
     assert render.run_comparison(ctx, 'pnp_plug_and_play_vs_free')['delta'] == pytest.approx(10.0)
