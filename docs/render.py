@@ -1364,19 +1364,26 @@ def _pnp_release(ctx: Context) -> str:
                 + ', then '.join(f'`{config}`' for config in configs)
                 + f'): test top-1 {top1:.2f} after {len(record["cycles"])} cycle(s), {epochs} epochs beyond the '
                 'study run\'s, '
-                + ('above' if top1 > free else 'not yet above (its cycles go on)')
+                + ('above' if top1 - free > sampling else 'level with' if abs(top1 - free) <= sampling else
+                   'not yet above (its cycles go on)')
                 + f' the free release `odevit_tiny_cifar.c10` ({free:.2f}{gap})')
     return (f'`plug_and_play` does not beat `free` beyond the held-out floor (Δ = {c["delta"]:+.2f}, N = '
             f'{c["floor"]:.2f}): no release')
 
 
 def teacher_cycles(ctx: Context, folder: str) -> List[dict]:
-    """The training runs behind a teacher folder, first to last, following each run's ``initial_checkpoint``
-    (args.yaml) back to the run that started from scratch: folder, epochs and seconds (train_time.json), machine."""
+    """The training runs behind a teacher folder's weights, first to last, following each run's ``initial_checkpoint``
+    (args.yaml) back to the run that started from scratch: folder, epochs, seconds and machine (train_time.json).
+    Runs its weights do not descend from (refused cycles) are not in it."""
     import yaml
     chain, name = [], pathlib.PurePosixPath(folder).name
     while name:
         here = ctx.release / name
+        if any(t['folder'] == name for t in chain):
+            raise ValueError(f'{folder}: its runs start from each other in a loop at {name}')
+        if not (here / 'args.yaml').is_file() or not (here / 'train_time.json').is_file():
+            raise ValueError(f'{folder}: {here} holds no args.yaml and train_time.json, so the training behind its '
+                             'weights is not on record')
         args = yaml.safe_load((here / 'args.yaml').read_text())
         timed = json.loads((here / 'train_time.json').read_text())
         chain.insert(0, dict(folder=name, epochs=args['epochs'], seconds=timed['seconds'], hardware=timed['hardware']))
@@ -1385,10 +1392,18 @@ def teacher_cycles(ctx: Context, folder: str) -> List[dict]:
     return chain
 
 
+def _distils_from(command: str, teacher: str) -> bool:
+    """Whether a train.py command line names ``teacher`` as its distillation teacher, itself or in its --config."""
+    import yaml
+    config = re.search(r'--config (\S+)', command)
+    kd = yaml.safe_load((ROOT / config.group(1)).read_text()).get('kd_model_name') if config else None
+    return f'local-dir:{teacher}' in command or kd == f'local-dir:{teacher}'
+
+
 def _pnp_training(ctx: Context) -> str:
     """The plug & play release's training beside the free release's: its own epochs and hours, its teacher's (the
-    frozen shell and the logit-KD targets), and the free release's test top-1 after its first cycle with as many
-    epochs or more."""
+    frozen shell and the distillation targets), and the free release's test top-1 after its first cycle with as many
+    epochs or more, and at its end."""
     tags = {r['tag']: r['cycles'] for r in releases(ctx)}
     if PNP_TAG not in tags:
         return ''
@@ -1396,21 +1411,32 @@ def _pnp_training(ctx: Context) -> str:
     prior = record['cycles'][0].get('started_from_run') or {}
     epochs = sum(c['epochs'] for c in record['cycles']) + prior.get('epochs', 0)
     hours = (record['total_seconds'] + (prior.get('seconds') or 0)) / 3600
-    teacher = teacher_cycles(ctx, ctx.json('plug_and_play')['teacher'])
-    machines = ' / '.join(sorted({t['hardware'] for t in teacher}))
-    done, at = 0, None
+    own = {c['hardware'] for c in record['cycles']} | ({prior['hardware']} if prior.get('hardware') else set())
+    folder = ctx.json('plug_and_play')['teacher']
+    teacher = teacher_cycles(ctx, folder)
+    free_epochs, done, matched = sum(c['epochs'] for c in free['cycles']), 0, ''
     for c in free['cycles']:
         done += c['epochs']
-        if done >= epochs and at is None:
-            at = (c['cycle'], done, c['test_top1'])
-    matched = (f'{at[2]:.2f} after its cycle {at[0]} ({at[1]} epochs, its first with {epochs} or more) and '
-               if at else '')
-    return (f'Training so far: `{PNP_TAG}` has had {epochs} epochs of its field ({hours:.1f} h) scoring '
-            f'{record["test"]["top1"]:.2f} on the test images, on top of its teacher\'s '
-            f'{sum(t["epochs"] for t in teacher)} epochs ({sum(t["seconds"] for t in teacher) / 3600:.1f} h on {machines}; {len(teacher)} runs, '
-            f'`{teacher[0]["folder"]}` to `{teacher[-1]["folder"]}`), which made its frozen shell and its logit-KD '
-            f'targets; the free release `odevit_tiny_cifar.c10` scored {matched}{free["test"]["top1"]:.2f} after '
-            f'{sum(c["epochs"] for c in free["cycles"])} epochs ({free["total_seconds"] / 3600:.1f} h)')
+        if done >= epochs:
+            if done < free_epochs:
+                matched = (f'{c["test_top1"]:.2f} after its cycle {c["cycle"]} ({done} epochs, its first with {epochs} '
+                           'or more) and ')
+            break
+    else:
+        matched = f'(only {free_epochs} epochs, fewer than {epochs}) '
+    distilled = [c['cycle'] for c in free['cycles'] if _distils_from(c['command'], folder)]
+    same = (f'; cycle{"s" if len(distilled) > 1 else ""} {", ".join(map(str, distilled))} distilled from the same '
+            'teacher' if distilled else '')
+    return (f'Training so far: `{PNP_TAG}` has had {epochs} epochs of its field ({hours:.1f} h on '
+            f'{" / ".join(sorted(own))}) and scores {record["test"]["top1"]:.2f} on the test images; its teacher\'s '
+            f'weights, which are its frozen shell and give the targets it is distilled to, took '
+            f'{sum(t["epochs"] for t in teacher)} epochs ({sum(t["seconds"] for t in teacher) / 3600:.1f} h on '
+            f'{" / ".join(sorted({t["hardware"] for t in teacher}))}: the {len(teacher)} runs from '
+            f'`{teacher[0]["folder"]}` to `{teacher[-1]["folder"]}` its weights descend from). The free release '
+            f'`odevit_tiny_cifar.c10` scored {matched}{free["test"]["top1"]:.2f} after {free_epochs} epochs '
+            f'({free["total_seconds"] / 3600:.1f} h on '
+            f'{" / ".join(sorted({c["hardware"] for c in free["cycles"]}))}{same}). The hours are from different '
+            'machines and loads: no speed comparison.')
 
 
 def _distill_choice(ctx: Context) -> str:
