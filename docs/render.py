@@ -837,16 +837,22 @@ def _one(values: set):
     return next(iter(values))
 
 
+def command_args(command: str) -> argparse.Namespace:
+    """The ``--config`` and ``--model-kwargs`` of a train.py command line, read as train.py's parser reads them (the
+    last of each; None where absent)."""
+    import shlex
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument('--config')
+    parser.add_argument('--model-kwargs', nargs='*')
+    return parser.parse_known_args(shlex.split(command))[0]
+
+
 def command_model_kwargs(command: str) -> dict:
     """The model kwargs of a train.py command line, read as train.py's parser reads it: the last
     ``--model-kwargs k=v ...`` (values as timm's ParseKwargs reads them), which replaces the config's whole, or else
     the ``model_kwargs`` of its ``--config``."""
-    import shlex
     import yaml
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument('--config')
-    parser.add_argument('--model-kwargs', nargs='*')
-    args = parser.parse_known_args(shlex.split(command))[0]
+    args = command_args(command)
     if args.model_kwargs is None:
         return yaml.safe_load((ROOT / args.config).read_text()).get('model_kwargs') or {}
     kwargs = {}
@@ -1355,17 +1361,18 @@ def _pnp_release(ctx: Context) -> str:
         top1, epochs = record['test']['top1'], sum(c['epochs'] for c in record['cycles'])
         images = record['test']['images']
         sampling = binomial_floor((top1 + free) / 2, images)
-        gap = (f'; {top1 - free:+.2f} on the same {images:,} test images, '
-               + ('beyond' if abs(top1 - free) > sampling else 'within')
-               + f' the {sampling:.2f} that sampling them gives a difference of two single runs; one run each, so '
-               'the releases\' seed-to-seed spread is not in it')
-        configs = dict.fromkeys(re.search(r'--config (\S+)', c['command']).group(1) for c in record['cycles'])
+        beyond = abs(top1 - free) > sampling
+        gap = (f'; {top1 - free:+.2f} on the same {images:,} test images, {"beyond" if beyond else "within"} the '
+               f'{sampling:.2f} that sampling them gives a difference of two single runs; one run each, so the '
+               'releases\' seed-to-seed spread is not in it')
+        configs = dict.fromkeys(command_args(c['command']).config for c in record['cycles'])
+        if None in configs:
+            raise ValueError(f'a cycle of {PNP_TAG} names no --config in its command')
         return (f'{won}: released as `{PNP_TAG}` (warm-restart cycles from the study\'s run: '
                 + ', then '.join(f'`{config}`' for config in configs)
                 + f'): test top-1 {top1:.2f} after {len(record["cycles"])} cycle(s), {epochs} epochs beyond the '
                 'study run\'s, '
-                + ('above' if top1 - free > sampling else 'level with' if abs(top1 - free) <= sampling else
-                   'not yet above (its cycles go on)')
+                + ('level with' if not beyond else 'above' if top1 > free else 'not yet above (its cycles go on)')
                 + f' the free release `odevit_tiny_cifar.c10` ({free:.2f}{gap})')
     return (f'`plug_and_play` does not beat `free` beyond the held-out floor (Δ = {c["delta"]:+.2f}, N = '
             f'{c["floor"]:.2f}): no release')
@@ -1395,8 +1402,8 @@ def teacher_cycles(ctx: Context, folder: str) -> List[dict]:
 def _distils_from(command: str, teacher: str) -> bool:
     """Whether a train.py command line names ``teacher`` as its distillation teacher, itself or in its --config."""
     import yaml
-    config = re.search(r'--config (\S+)', command)
-    kd = yaml.safe_load((ROOT / config.group(1)).read_text()).get('kd_model_name') if config else None
+    config = command_args(command).config
+    kd = yaml.safe_load((ROOT / config).read_text()).get('kd_model_name') if config else None
     return f'local-dir:{teacher}' in command or kd == f'local-dir:{teacher}'
 
 
